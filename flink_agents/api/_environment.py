@@ -1,0 +1,67 @@
+"""``AgentsExecutionEnvironment``: where users choose how their agents run.
+
+This module never imports a runner: ``get_execution_environment`` loads the runner's
+module by name, so ``flink_agents.api`` stays free of pyflink and of the runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from flink_agents.api._errors import FlinkAgentsError
+
+KeySelector = Callable[[Any], Any] | str | None
+
+_LOCAL_RUNNER = ("flink_agents.runtime", "LocalExecutionEnvironment")
+_FLINK_RUNNER = ("flink_agents.runtime.flink", "FlinkExecutionEnvironment")
+
+
+class AgentBuilder(ABC):
+    """An input bound to an environment; ``apply`` an agent, then take its outputs."""
+
+    @abstractmethod
+    def apply(self, agent: Any) -> AgentBuilder:
+        """Run ``agent`` (an ``Agent`` class or instance, an ``AgentPlan``, or a plan file)."""
+
+    def to_list(self) -> list[Any]:
+        """Run to completion and return the output payloads in order (local runner)."""
+        raise FlinkAgentsError(f"{type(self).__name__} does not produce a list")
+
+    def to_datastream(self) -> Any:
+        """The outputs as a Flink DataStream (Flink runner)."""
+        raise FlinkAgentsError(f"{type(self).__name__} does not produce a DataStream")
+
+
+class AgentsExecutionEnvironment(ABC):
+    """Entry point for running agents, locally or on Flink."""
+
+    @staticmethod
+    def get_execution_environment(env: Any = None, **options: Any) -> AgentsExecutionEnvironment:
+        """The local runner when ``env`` is None, else the Flink runner on ``env`` (a
+        ``StreamExecutionEnvironment``)."""
+        module_name, class_name = _LOCAL_RUNNER if env is None else _FLINK_RUNNER
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            raise FlinkAgentsError(
+                f"this installation has no runner module {module_name!r}"
+            ) from error
+        environment_class = getattr(module, class_name)
+        return environment_class(**options) if env is None else environment_class(env, **options)
+
+    @abstractmethod
+    def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
+        """Use ``records`` as the input, partitioned by ``key_selector``.
+
+        ``key_selector`` is a function of the record, the name of a field of the record,
+        or None to run every record under the single key None.
+        """
+
+    def from_datastream(self, stream: Any, key_selector: KeySelector = None) -> AgentBuilder:
+        """Use a Flink DataStream as the input (Flink runner only)."""
+        raise FlinkAgentsError(f"{type(self).__name__} cannot read a DataStream")

@@ -1,0 +1,32 @@
+"""Events: the messages actions exchange within a run."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid4
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Event(BaseModel):
+    """Base class of every event. Subclass it, with pydantic fields, for your own events.
+
+    Unknown fields are rejected so a typo fails where it is made. Events travel through
+    Flink state and the action log, so subclasses must live at module level (picklable).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: UUID = Field(default_factory=uuid4)
+
+
+class InputEvent(Event):
+    """Created by the framework for each input record; the entry point of a run."""
+
+    input: Any
+
+
+class OutputEvent(Event):
+    """Sent by an action to emit ``output`` as an output record of the run."""
+
+    output: Any

@@ -1,0 +1,75 @@
+"""Per-action buffering: an action writes to an overlay that is applied only if it returns.
+
+The net change an action made is a ``MemoryDelta`` over the flattened map, which is also
+what the action log records: applying it again rebuilds exactly the same map, object
+markers and field lists included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flink_agents.memory._state import StateMap
+
+_REMOVED = object()
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class MemoryDelta:
+    """The net change to one flattened map: an optional clear, then puts and removals."""
+
+    cleared: bool = False
+    puts: dict[str, Any] = field(default_factory=dict)
+    removals: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.cleared or self.puts or self.removals)
+
+    def apply_to(self, state: StateMap) -> None:
+        if self.cleared:
+            state.clear()
+        for key in self.removals:
+            state.remove(key)
+        for key, value in self.puts.items():
+            state.put(key, value)
+
+
+class BufferedState:
+    """A ``StateMap`` overlay: reads see the buffered writes, the base is untouched until
+    ``delta()`` is applied."""
+
+    __slots__ = ("_base", "_cleared", "_writes")
+
+    def __init__(self, base: StateMap) -> None:
+        self._base = base
+        self._writes: dict[str, Any] = {}
+        self._cleared = False
+
+    def get(self, key: str) -> Any:
+        written = self._writes.get(key, _ABSENT)
+        if written is _ABSENT:
+            return None if self._cleared else self._base.get(key)
+        return None if written is _REMOVED else written
+
+    def contains(self, key: str) -> bool:
+        written = self._writes.get(key, _ABSENT)
+        if written is _ABSENT:
+            return False if self._cleared else self._base.contains(key)
+        return written is not _REMOVED
+
+    def put(self, key: str, value: Any) -> None:
+        self._writes[key] = value
+
+    def remove(self, key: str) -> None:
+        self._writes[key] = _REMOVED
+
+    def clear(self) -> None:
+        self._writes.clear()
+        self._cleared = True
+
+    def delta(self) -> MemoryDelta:
+        puts = {k: v for k, v in self._writes.items() if v is not _REMOVED}
+        removals = tuple(k for k, v in self._writes.items() if v is _REMOVED)
+        return MemoryDelta(self._cleared, puts, removals)

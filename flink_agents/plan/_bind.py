@@ -1,0 +1,134 @@
+"""Binding a plan: importing its functions and event types, checked, indexed for dispatch."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flink_agents.api._errors import PlanError
+from flink_agents.api._events import Event
+from flink_agents.plan._model import AgentPlan, ResourceSpec
+from flink_agents.plan._refs import RefError, import_ref
+
+
+@dataclass(frozen=True)
+class BoundAction:
+    """An action ready to call."""
+
+    name: str
+    function: Callable[..., Any]
+    listen_to: tuple[type[Event], ...]
+    is_async: bool
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class BoundResource:
+    """A resource provider ready to call."""
+
+    spec: ResourceSpec
+    provider: Callable[..., Any]
+
+
+@dataclass
+class BoundPlan:
+    """A plan with its code imported: what the run engine executes."""
+
+    plan: AgentPlan
+    actions: tuple[BoundAction, ...]
+    resources: dict[str, BoundResource]
+    _by_event_type: dict[type, tuple[BoundAction, ...]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    def actions_for(self, event_type: type) -> tuple[BoundAction, ...]:
+        """Actions triggered by an event of ``event_type``, in plan order."""
+        found = self._by_event_type.get(event_type)
+        if found is None:
+            found = tuple(a for a in self.actions if issubclass(event_type, a.listen_to))
+            self._by_event_type[event_type] = found
+        return found
+
+
+def bind_plan(plan: AgentPlan, file: str | None = None) -> BoundPlan:
+    """Import and check everything ``plan`` refers to.
+
+    Raises:
+        PlanError: naming the file, agent, action or resource, and field at fault.
+    """
+    actions = tuple(_bind_action(plan, i, file) for i in range(len(plan.actions)))
+    resources = {spec.name: _bind_resource(plan, spec, file) for spec in plan.resources}
+    return BoundPlan(plan, actions, resources)
+
+
+def _bind_action(plan: AgentPlan, index: int, file: str | None) -> BoundAction:
+    spec = plan.actions[index]
+
+    def fail(reason: str, field_name: str) -> PlanError:
+        return PlanError(reason, file=file, agent=plan.name, action=spec.name, field=field_name)
+
+    try:
+        function = import_ref(spec.function)
+    except RefError as error:
+        raise fail(str(error), "function") from None
+    if not callable(function) or isinstance(function, type):
+        raise fail(
+            f"{spec.function!r} is a {type(function).__name__}, not a function", "function"
+        )
+    try:
+        signature = inspect.signature(function)
+        signature.bind(None, None)
+    except (TypeError, ValueError):
+        shown = _signature_text(function)
+        raise fail(
+            f"an action takes (event, ctx), but {spec.function!r} has signature {shown}",
+            "function",
+        ) from None
+    listen_to = []
+    for i, ref in enumerate(spec.listen_to):
+        try:
+            event_type = import_ref(ref)
+        except RefError as error:
+            raise fail(f"unknown event type: {error}", f"listen_to[{i}]") from None
+        if not (isinstance(event_type, type) and issubclass(event_type, Event)):
+            raise fail(
+                f"unknown event type: {ref!r} is not a subclass of flink_agents.api.Event",
+                f"listen_to[{i}]",
+            )
+        listen_to.append(event_type)
+    return BoundAction(
+        name=spec.name,
+        function=function,
+        listen_to=tuple(listen_to),
+        is_async=inspect.iscoroutinefunction(function),
+        config=spec.config,
+    )
+
+
+def _bind_resource(plan: AgentPlan, spec: ResourceSpec, file: str | None) -> BoundResource:
+    try:
+        provider = import_ref(spec.provider)
+    except RefError as error:
+        raise PlanError(
+            str(error), file=file, agent=plan.name, resource=spec.name, field="provider"
+        ) from None
+    if not callable(provider):
+        raise PlanError(
+            f"{spec.provider!r} is a {type(provider).__name__}, not callable",
+            file=file,
+            agent=plan.name,
+            resource=spec.name,
+            field="provider",
+        )
+    return BoundResource(spec, provider)
+
+
+def _signature_text(function: Any) -> str:
+    try:
+        return str(inspect.signature(function))
+    except (TypeError, ValueError):
+        return "(unknown)"

@@ -1,0 +1,71 @@
+"""Compiling a Python ``Agent`` class into an ``AgentPlan``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flink_agents.api._agent import ACTION_ATTR, RESOURCE_ATTR, Agent
+from flink_agents.api._errors import PlanError
+from flink_agents.api._events import Event
+from flink_agents.plan._bind import bind_plan
+from flink_agents.plan._load import validate_plan_data
+from flink_agents.plan._model import BUILTIN_EVENT_TYPES, AgentPlan
+from flink_agents.plan._refs import RefError, import_ref, ref_of
+
+_BUILTIN_REFS = {import_ref(ref): ref for ref in BUILTIN_EVENT_TYPES.values()}
+
+
+def compile_agent(agent: type[Agent] | Agent) -> AgentPlan:
+    """The plan of an ``Agent`` class (or instance), checked by binding it.
+
+    Raises:
+        PlanError: no actions, an action defined inside a function, a wrong signature, ...
+    """
+    cls = agent if isinstance(agent, type) else type(agent)
+    if not issubclass(cls, Agent):
+        raise PlanError(f"{cls.__qualname__} is not a subclass of flink_agents.api.Agent")
+    name = cls.name or cls.__name__
+    members: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        members.update(vars(klass))
+    actions, resources = [], []
+    for attr, member in members.items():
+        function = member.__func__ if isinstance(member, staticmethod) else member
+        listen_to = getattr(function, ACTION_ATTR, None)
+        declared = getattr(function, RESOURCE_ATTR, None)
+        if listen_to is not None:
+            ref = _ref(function, name, action=attr)
+            events = [_event_ref(t, name, attr) for t in listen_to]
+            actions.append({"name": attr, "function": ref, "listen_to": events})
+        elif declared is not None:
+            resource_type, args = declared
+            ref = _ref(function, name, resource=attr)
+            resources.append(
+                {"name": attr, "type": resource_type.value, "provider": ref, "args": args}
+            )
+    if not actions:
+        raise PlanError(
+            "has no actions: decorate static methods with @action(EventType)", agent=name
+        )
+    plan = validate_plan_data(
+        {"name": name, "actions": actions, "resources": resources, "config": dict(cls.config)}
+    )
+    bind_plan(plan)
+    return plan
+
+
+def _ref(function: Any, agent: str, **place: str) -> str:
+    try:
+        return ref_of(function)
+    except RefError as error:
+        field = "function" if "action" in place else "provider"
+        raise PlanError(str(error), agent=agent, field=field, **place) from None
+
+
+def _event_ref(event_type: type[Event], agent: str, action: str) -> str:
+    if event_type in _BUILTIN_REFS:
+        return _BUILTIN_REFS[event_type]
+    try:
+        return ref_of(event_type)
+    except RefError as error:
+        raise PlanError(str(error), agent=agent, action=action, field="listen_to") from None

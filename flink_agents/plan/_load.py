@@ -1,0 +1,146 @@
+"""Reading and writing plans (JSON, YAML), with errors that point at the exact place."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from flink_agents.api._errors import PlanError
+from flink_agents.plan._bind import bind_plan
+from flink_agents.plan._model import ActionSpec, AgentPlan, ResourceSpec
+
+_SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
+    "actions": ("action", ActionSpec),
+    "resources": ("resource", ResourceSpec),
+}
+
+
+def validate_plan_data(data: Any, file: str | None = None) -> AgentPlan:
+    """An ``AgentPlan`` from parsed JSON/YAML data, or a ``PlanError`` naming the place."""
+    if not isinstance(data, dict):
+        raise PlanError(
+            f"a plan must be a mapping at the top level, got {type(data).__name__}", file=file
+        )
+    try:
+        return AgentPlan.model_validate(data)
+    except ValidationError as error:
+        raise _plan_error(error, data, file) from None
+
+
+def plan_from_json(text: str, file: str | None = None) -> AgentPlan:
+    """Parse, validate and bind a plan written as JSON."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PlanError(
+            f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}", file=file
+        ) from None
+    return _checked(validate_plan_data(data, file), file)
+
+
+def plan_from_yaml(text: str, file: str | None = None) -> AgentPlan:
+    """Parse, validate and bind a plan written as YAML."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise PlanError(f"invalid YAML{where}: {problem}", file=file) from None
+    return _checked(validate_plan_data(data, file), file)
+
+
+def load_plan(path: str | Path) -> AgentPlan:
+    """Load a plan file (``.yaml``, ``.yml`` or ``.json``), checking that all its code imports.
+
+    Raises:
+        PlanError: the message starts with the file and names the agent, action and field.
+    """
+    path = Path(path)
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise PlanError(f"cannot read plan: {error.strerror}", file=file) from None
+    if path.suffix == ".json":
+        return plan_from_json(text, file)
+    if path.suffix in (".yaml", ".yml"):
+        return plan_from_yaml(text, file)
+    raise PlanError("unknown plan format: use .yaml, .yml or .json", file=file)
+
+
+def save_plan(plan: AgentPlan, path: str | Path) -> Path:
+    """Write ``plan`` as YAML or JSON, by the file's suffix."""
+    path = Path(path)
+    path.write_text(plan.to_json() if path.suffix == ".json" else plan.to_yaml(), encoding="utf-8")
+    return path
+
+
+def _checked(plan: AgentPlan, file: str | None) -> AgentPlan:
+    bind_plan(plan, file)
+    return plan
+
+
+def _plan_error(error: ValidationError, data: dict[str, Any], file: str | None) -> PlanError:
+    problems = error.errors()
+    first = problems[0]
+    loc = list(first["loc"])
+    agent = data.get("name") if isinstance(data.get("name"), str) else None
+    place: dict[str, str] = {}
+    model: type[BaseModel] = AgentPlan
+    if first["type"] == "duplicate_name":
+        context = first.get("ctx", {})
+        place = {context["kind"]: context["name"], "field": "name"}
+        reason = f"duplicate {context['kind']} name {context['name']!r}"
+    else:
+        if len(loc) >= 2 and loc[0] in _SECTIONS and isinstance(loc[1], int):
+            kind, model = _SECTIONS[str(loc[0])]
+            place[kind] = _item_name(data.get(loc[0]), loc[1])
+            loc = loc[2:]
+        if loc:
+            place["field"] = _render_loc(loc)
+        reason = _reason(first, model)
+    more = len(problems) - 1
+    if more:
+        reason += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return PlanError(reason, file=file, agent=agent, **place)
+
+
+def _item_name(items: Any, index: int) -> str:
+    try:
+        name = items[index].get("name")
+    except (AttributeError, IndexError, KeyError, TypeError):
+        name = None
+    return name if isinstance(name, str) and name else f"#{index + 1}"
+
+
+def _render_loc(loc: list[Any]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _reason(problem: Any, model: type[BaseModel]) -> str:
+    kind = problem["type"]
+    value = problem.get("input")
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        return f"unknown field; allowed fields are {', '.join(model.model_fields)}"
+    if kind == "string_pattern_mismatch":
+        field_name = problem["loc"][-1]
+        if field_name in ("function", "provider") or isinstance(field_name, int):
+            return f"{value!r} is not a reference: write it as 'package.module:qualified_name'"
+        return f"{value!r} is not a valid name: use letters, digits, '_' and '-'"
+    if kind == "value_error":
+        return problem["msg"].removeprefix("Value error, ")
+    if kind == "dict_type" and not problem["loc"]:
+        return f"expected a mapping, got {type(value).__name__}"
+    if kind == "model_type":
+        return f"expected a mapping, got {type(value).__name__}"
+    return f"{problem['msg'].rstrip('.')} (got {value!r})"

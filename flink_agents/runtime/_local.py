@@ -1,0 +1,107 @@
+"""The local runner: the run engine in-process, with dict-backed memory per key."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
+from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.memory import DictState, FlatMemory, to_dict
+from flink_agents.plan import AgentPlan, bind_plan, to_plan
+from flink_agents.runtime._engine import DEFAULT_MAX_STEPS, RunEngine
+from flink_agents.runtime._keys import key_function
+
+
+class LocalRunner:
+    """Runs an agent for records handed to it one by one; runs of a key are sequential.
+
+    Keeps what Flink would keep in keyed state: per key, the run sequence number, the
+    sensory memory map (cleared at the end of each run) and the short-term memory map.
+    """
+
+    def __init__(self, agent: Any, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        self.plan: AgentPlan = to_plan(agent)
+        self.engine = RunEngine(bind_plan(self.plan), max_steps=max_steps)
+        self._sequence: dict[Any, int] = {}
+        self._sensory: dict[Any, DictState] = {}
+        self._short_term: dict[Any, DictState] = {}
+        self.outputs_per_key: Counter[Any] = Counter()
+        self.steps = 0
+
+    def run(self, key: Any, record: Any) -> list[Any]:
+        """One run: ``record`` as the ``InputEvent`` of ``key``; returns its outputs.
+
+        Raises:
+            ActionExecutionError: an action raised; the run is abandoned, the memory
+                writes of the actions that completed before it stay.
+        """
+        sequence = self._sequence.get(key, 0) + 1
+        self._sequence[key] = sequence
+        sensory = self._sensory.setdefault(key, DictState())
+        short_term = self._short_term.setdefault(key, DictState())
+        run = self.engine.start(key, sequence, record)
+        outputs: list[Any] = []
+        try:
+            while not run.finished:
+                result = self.engine.step(run, sensory, short_term)
+                self.steps += 1
+                outputs.extend(result.outputs)
+        finally:
+            self.engine.end(run, sensory)
+        self.outputs_per_key[key] += len(outputs)
+        return outputs
+
+    @property
+    def keys(self) -> list[Any]:
+        return list(self._sequence)
+
+    def runs(self, key: Any) -> int:
+        return self._sequence.get(key, 0)
+
+    def short_term_memory(self, key: Any) -> dict[str, Any]:
+        """A nested-dict snapshot of ``key``'s short-term memory."""
+        return to_dict(FlatMemory(self._short_term.get(key, DictState())).root())
+
+    def sensory_memory(self, key: Any) -> dict[str, Any]:
+        """A snapshot of ``key``'s sensory memory (empty between runs)."""
+        return to_dict(FlatMemory(self._sensory.get(key, DictState())).root())
+
+
+class LocalAgentBuilder(AgentBuilder):
+    """``from_list(...).apply(agent)`` on the local runner."""
+
+    def __init__(self, records: Iterable[Any], key_selector: KeySelector) -> None:
+        self._records = records
+        self._key_of = key_function(key_selector)
+        self.runner: LocalRunner | None = None
+        self._keyed_outputs: list[tuple[Any, Any]] | None = None
+
+    def apply(self, agent: Any) -> LocalAgentBuilder:
+        if self.runner is not None:
+            raise FlinkAgentsError("an agent is already applied to this input")
+        self.runner = LocalRunner(agent)
+        return self
+
+    def to_keyed_list(self) -> list[tuple[Any, Any]]:
+        """Run every record, in order, and return ``(key, output)`` pairs."""
+        if self.runner is None:
+            raise FlinkAgentsError("apply(agent) before asking for outputs")
+        if self._keyed_outputs is None:
+            keyed = []
+            for record in self._records:
+                key = self._key_of(record)
+                keyed.extend((key, output) for output in self.runner.run(key, record))
+            self._keyed_outputs = keyed
+        return list(self._keyed_outputs)
+
+    def to_list(self) -> list[Any]:
+        return [output for _, output in self.to_keyed_list()]
+
+
+class LocalExecutionEnvironment(AgentsExecutionEnvironment):
+    """Runs agents in this process, without a JVM: for trying out, tests and debugging."""
+
+    def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
+        return LocalAgentBuilder(records, key_selector)
