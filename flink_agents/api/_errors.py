@@ -82,7 +82,9 @@ class ActionExecutionError(FlinkAgentsError):
         run_sequence: the run's number within its key (1 for the first run).
     """
 
-    def __init__(self, *, key: Any, action: str, input: Any, run_sequence: int, cause: BaseException):
+    def __init__(
+        self, *, key: Any, action: str, input: Any, run_sequence: int, cause: BaseException
+    ) -> None:
         self.key = key
         self.action = action
         self.input = input

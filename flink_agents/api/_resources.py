@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class ResourceType(str, Enum):
+class ResourceType(StrEnum):
     """The kind of a resource; ``ctx.get_resource(name, type)`` checks it."""
 
     CHAT_MODEL = "chat_model"

@@ -114,7 +114,8 @@ class FlatMemory:
             return
         self._write(key, ObjectMarker())
         for suffix, stored in entries:
-            self.state.put(key + suffix, stored if type(stored) is ObjectMarker else copy_out(stored))
+            copied = stored if type(stored) is ObjectMarker else copy_out(stored)
+            self.state.put(key + suffix, copied)
 
     def delete(self, key: str) -> bool:
         parent, name = split_parent(key)
