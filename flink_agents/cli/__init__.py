@@ -1,0 +1,95 @@
+"""The ``flink-agents`` command: demo, run, validate and compile agents."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flink_agents.api import PlanError
+from flink_agents.plan import compile_agent, load_plan
+from flink_agents.plan._refs import RefError, import_ref
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="flink-agents", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="run the support-triage demo on the bundled data")
+    demo.add_argument("--plan", type=Path, default=None)
+    demo.add_argument("--data", type=Path, default=None)
+    demo.add_argument("--out", type=Path, default=None, help="output directory")
+
+    run = commands.add_parser("run", help="run a plan over a JSON-lines file (local runner)")
+    run.add_argument("plan", type=Path, help="plan file (.yaml, .yml or .json)")
+    run.add_argument("input", type=Path, help="JSON-lines input, one record per line")
+    run.add_argument("--key", required=True, help="the record field that keys the runs")
+    run.add_argument("--output", type=Path, help="outputs file (default: standard output)")
+    run.add_argument("--errors", type=Path, help="error output file (default: standard error)")
+
+    validate = commands.add_parser("validate", help="check a plan file and the code it names")
+    validate.add_argument("plan", type=Path)
+
+    compile_ = commands.add_parser("compile", help="compile an Agent class into a plan")
+    compile_.add_argument("agent", help="the Agent class as module:ClassName")
+    compile_.add_argument("-o", "--output", type=Path, help="plan file (.yaml or .json)")
+
+    args = parser.parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except PlanError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from flink_agents.cli import _demo as demo
+
+    demo.run_demo(
+        args.plan or demo.DEFAULT_PLAN, args.data or demo.DEFAULT_DATA, args.out or demo.DEFAULT_OUT
+    )
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from flink_agents.cli._batch import run_json_lines
+
+    plan = load_plan(args.plan)
+    output = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
+    errors = args.errors.open("w", encoding="utf-8") if args.errors else sys.stderr
+    try:
+        report = run_json_lines(plan, args.input, args.key, output, errors)
+    finally:
+        for stream in (output, errors):
+            if stream not in (sys.stdout, sys.stderr):
+                stream.close()
+    return 1 if report.failed_runs else 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan)
+    print(f"{args.plan}: agent '{plan.name}' is valid ({len(plan.actions)} actions)")
+    return 0
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    try:
+        agent = import_ref(args.agent)
+    except RefError as error:
+        raise PlanError(str(error)) from None
+    plan = compile_agent(agent)
+    if args.output:
+        from flink_agents.plan import save_plan
+
+        save_plan(plan, args.output)
+    else:
+        print(plan.to_yaml(), end="")
+    return 0
+
+
+_COMMANDS = {
+    "demo": _cmd_demo,
+    "run": _cmd_run,
+    "validate": _cmd_validate,
+    "compile": _cmd_compile,
+}

@@ -1,0 +1,1 @@
+"""Example agents used by the demo, the README and the tests."""
