@@ -87,6 +87,16 @@ def _checked(plan: AgentPlan, file: str | None) -> AgentPlan:
 
 def _plan_error(error: ValidationError, data: dict[str, Any], file: str | None) -> PlanError:
     problems = error.errors()
+    # A failing item also fails its container (e.g. "actions" too short): keep the cause.
+    locations = [tuple(p["loc"]) for p in problems]
+    problems = [
+        p
+        for p in problems
+        if not any(
+            len(other) > len(p["loc"]) and other[: len(p["loc"])] == tuple(p["loc"])
+            for other in locations
+        )
+    ]
     first = problems[0]
     loc = list(first["loc"])
     agent = data.get("name") if isinstance(data.get("name"), str) else None
@@ -137,10 +147,19 @@ def _reason(problem: Any, model: type[BaseModel]) -> str:
         if field_name in ("function", "provider") or isinstance(field_name, int):
             return f"{value!r} is not a reference: write it as 'package.module:qualified_name'"
         return f"{value!r} is not a valid name: use letters, digits, '_' and '-'"
+    if kind == "too_short":
+        field_name = problem["loc"][-1] if problem["loc"] else ""
+        if field_name == "listen_to":
+            return "must name at least one event type"
+        if field_name == "actions":
+            return "a plan needs at least one action"
+        return f"needs at least {problem['ctx']['min_length']} item(s)"
+    if kind in ("tuple_type", "list_type"):
+        return f"expected a list, got {type(value).__name__} {value!r}"
+    if kind == "dict_type":
+        return f"expected a mapping, got {type(value).__name__} {value!r}"
     if kind == "value_error":
         return problem["msg"].removeprefix("Value error, ")
-    if kind == "dict_type" and not problem["loc"]:
-        return f"expected a mapping, got {type(value).__name__}"
     if kind == "model_type":
         return f"expected a mapping, got {type(value).__name__}"
     return f"{problem['msg'].rstrip('.')} (got {value!r})"
