@@ -60,6 +60,16 @@ class PlanError(FlinkAgentsError, ValueError):
         prefix = f"{self.file}: " if self.file else ""
         return f"{prefix}{where}: {self.reason}" if where else f"{prefix}{self.reason}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        place = {
+            "file": self.file,
+            "agent": self.agent,
+            "action": self.action,
+            "resource": self.resource,
+            "field": self.field,
+        }
+        return (_rebuild, (PlanError, (self.reason,), place))
+
     def located(self, file: str) -> PlanError:
         """The same error, attributed to a plan file."""
         return PlanError(
@@ -97,3 +107,18 @@ class ActionExecutionError(FlinkAgentsError):
             f"action '{action}' failed for key {key!r} (run {run_sequence}, input {shown}): "
             f"{type(cause).__name__}: {cause}"
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = {
+            "key": self.key,
+            "action": self.action,
+            "input": self.input,
+            "run_sequence": self.run_sequence,
+            "cause": self.cause,
+        }
+        return (_rebuild, (ActionExecutionError, (), fields))
+
+
+def _rebuild(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Exception:
+    """Unpickling helper: errors with keyword arguments survive crossing processes."""
+    return cls(*args, **kwargs)

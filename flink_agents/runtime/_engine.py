@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +99,7 @@ class RunEngine:
         try:
             result = action.function(pending.event, context)
             if inspect.iscoroutine(result):
-                asyncio.run(result)
+                _run_coroutine(result)
         except Exception as error:
             raise self._failure(run, action, error) from error
         run.queue.popleft()
@@ -135,3 +136,14 @@ class RunEngine:
         return ActionExecutionError(
             key=run.key, action=action.name, input=run.input, run_sequence=run.sequence, cause=error
         )
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    """Run an ``async def`` action to completion, also when the caller is itself inside a
+    running event loop (a notebook, an async application): then on a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flink-agents-action") as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -77,6 +77,7 @@ class LocalAgentBuilder(AgentBuilder):
         self._key_of = key_function(key_selector)
         self.runner: LocalRunner | None = None
         self._keyed_outputs: list[tuple[Any, Any]] | None = None
+        self._failed = False
 
     def apply(self, agent: Any) -> LocalAgentBuilder:
         if self.runner is not None:
@@ -88,11 +89,19 @@ class LocalAgentBuilder(AgentBuilder):
         """Run every record, in order, and return ``(key, output)`` pairs."""
         if self.runner is None:
             raise FlinkAgentsError("apply(agent) before asking for outputs")
+        if self._failed:
+            raise FlinkAgentsError(
+                "this input already ran and failed; build a new one with from_list(...)"
+            )
         if self._keyed_outputs is None:
             keyed = []
-            for record in self._records:
-                key = self._key_of(record)
-                keyed.extend((key, output) for output in self.runner.run(key, record))
+            try:
+                for record in self._records:
+                    key = self._key_of(record)
+                    keyed.extend((key, output) for output in self.runner.run(key, record))
+            except Exception:
+                self._failed = True
+                raise
             self._keyed_outputs = keyed
         return list(self._keyed_outputs)
 

@@ -25,10 +25,18 @@ class ResourceCache:
             raise FlinkAgentsError(
                 f"agent '{self._plan.name}' has no resource named {name!r} (declared: {declared})"
             )
-        if type is not None and bound.spec.type != ResourceType(type):
-            raise FlinkAgentsError(
-                f"resource {name!r} is a {bound.spec.type.value}, not a {ResourceType(type).value}"
-            )
+        if type is not None:
+            try:
+                wanted = ResourceType(type)
+            except ValueError:
+                kinds = ", ".join(t.value for t in ResourceType)
+                raise FlinkAgentsError(
+                    f"{type!r} is not a resource type (use one of {kinds})"
+                ) from None
+            if bound.spec.type != wanted:
+                raise FlinkAgentsError(
+                    f"resource {name!r} is a {bound.spec.type.value}, not a {wanted.value}"
+                )
         with self._lock:
             if name not in self._instances:
                 try:

@@ -1,0 +1,146 @@
+"""The run engine step by step: start, step, finished, end, failures and parked runs."""
+
+import pickle
+
+import pytest
+
+from flink_agents.api import ActionExecutionError, InputEvent, OutputEvent
+from flink_agents.memory import DictState, FlatMemory, to_dict
+from flink_agents.plan import bind_plan, compile_agent, validate_plan_data
+from flink_agents.runtime import PendingAction, RunEngine, RunState, StepResult
+from tests.runtime import agents
+
+
+def engine_for(agent, **options) -> RunEngine:
+    return RunEngine(bind_plan(compile_agent(agent)), **options)
+
+
+def snapshot(state: DictState) -> dict:
+    return to_dict(FlatMemory(state).root())
+
+
+def run_to_end(engine, run, sensory, short_term) -> list[StepResult]:
+    results = []
+    while not run.finished:
+        results.append(engine.step(run, sensory, short_term))
+    return results
+
+
+def test_start_queues_the_input_event_for_the_input_actions():
+    run = engine_for(agents.TwoListenersAgent).start("k", 3, "record")
+    assert (run.key, run.sequence, run.input, run.steps) == ("k", 3, "record", 0)
+    assert [p.action for p in run.queue] == ["second", "first"]
+    assert all(isinstance(p.event, InputEvent) and p.event.input == "record" for p in run.queue)
+    assert run.queue[0].event is run.queue[1].event
+    assert not run.finished
+
+
+def test_start_without_input_actions_is_already_finished():
+    data = compile_agent(agents.ChainAgent).model_dump()
+    data["actions"] = data["actions"][1:]
+    engine = RunEngine(bind_plan(validate_plan_data(data)))
+    assert engine.start("k", 1, 5).finished
+
+
+def test_step_runs_one_action_and_reports_what_it_did():
+    engine = engine_for(agents.ChainAgent)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, 21)
+
+    first = engine.step(run, sensory, short_term)
+    assert (first.action, first.step, first.outputs) == ("double", 1, ())
+    assert [type(e) for e in first.events] == [agents.Doubled]
+    assert first.events[0].value == 42
+    assert first.short_term.is_empty() and not first.sensory.is_empty()
+    assert snapshot(sensory) == {"original": 21}
+    assert [(p.action, p.event) for p in run.queue] == [("label", first.events[0])]
+
+    second = engine.step(run, sensory, short_term)
+    assert (second.action, second.step) == ("label", 2)
+    assert snapshot(short_term) == {"last": 42}
+
+    third = engine.step(run, sensory, short_term)
+    assert (third.action, third.step, third.outputs) == ("emit", 3, ("21->42",))
+    assert isinstance(third.events[0], OutputEvent)
+    assert run.finished and run.steps == 3
+
+
+def test_step_deltas_replay_to_the_same_memory():
+    """Applying every step's deltas to empty maps rebuilds the maps the engine wrote."""
+    engine = engine_for(agents.SensoryAgent)
+    sensory, short_term = DictState(), DictState()
+    results = run_to_end(engine, engine.start("k", 1, "x"), sensory, short_term)
+    replayed = DictState()
+    for result in results:
+        result.sensory.apply_to(replayed)
+    assert replayed.data == sensory.data
+    assert snapshot(replayed) == {"seen": "x", "nested": {"value": "x"}}
+
+
+def test_end_clears_sensory_memory_and_the_queue():
+    engine = engine_for(agents.ChainAgent)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, 1)
+    engine.step(run, sensory, short_term)
+    engine.end(run, sensory)
+    assert run.finished
+    assert len(sensory) == 0
+    assert snapshot(short_term) == {}
+
+
+def test_failed_step_applies_nothing_and_keeps_the_pending_action_at_the_head():
+    engine = engine_for(agents.FailingAgent)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, {"id": 1, "fail": True})
+    engine.step(run, sensory, short_term)
+    head = run.queue[0]
+    before = (dict(sensory.data), dict(short_term.data), list(run.queue), run.steps)
+
+    with pytest.raises(ActionExecutionError, match="boom") as caught:
+        engine.step(run, sensory, short_term)
+    assert caught.value.action == "explode"
+    assert (dict(sensory.data), dict(short_term.data), list(run.queue), run.steps) == before
+    assert run.queue[0] is head
+    assert snapshot(sensory) == {"kept": 1}
+    assert snapshot(short_term) == {"kept": 1}
+
+    with pytest.raises(ActionExecutionError):  # retrying fails the same way
+        engine.step(run, sensory, short_term)
+    assert run.queue[0] is head
+
+
+def test_step_limit_counts_completed_steps():
+    engine = engine_for(agents.LoopAgent, max_steps=3)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, None)
+    for _ in range(3):
+        engine.step(run, sensory, short_term)
+    with pytest.raises(ActionExecutionError, match="exceeded 3 steps"):
+        engine.step(run, sensory, short_term)
+    assert run.steps == 3
+
+
+def test_async_action_step():
+    engine = engine_for(agents.AsyncAgent)
+    result = engine.step(engine.start("k", 1, 4), DictState(), DictState())
+    assert result.outputs == (4,)
+
+
+def test_run_state_survives_pickling_mid_run():
+    engine = engine_for(agents.ChainAgent)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, 5)
+    engine.step(run, sensory, short_term)
+
+    parked = pickle.loads(pickle.dumps(run))
+    assert isinstance(parked, RunState)
+    assert (parked.key, parked.sequence, parked.input, parked.steps) == ("k", 1, 5, 1)
+    assert parked.queue == run.queue
+    assert isinstance(parked.queue[0], PendingAction)
+
+    restored_sensory = pickle.loads(pickle.dumps(sensory))
+    results = run_to_end(engine, parked, restored_sensory, short_term)
+    assert [r.action for r in results] == ["label", "emit"]
+    assert results[-1].outputs == ("5->10",)
+    assert parked.steps == 3
+    assert len(run.queue) == 1  # the original is untouched
