@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from flink_agents.api._events import Event
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._resources import ResourceType
+
+T = TypeVar("T")
 
 
 class RunnerContext(ABC):
@@ -57,4 +59,24 @@ class RunnerContext(ABC):
     @property
     @abstractmethod
     def config(self) -> Mapping[str, Any]:
-        """The agent's options from its plan (read-only)."""
+        """The agent's options from its plan, overlaid with the action's own (read-only)."""
+
+    @abstractmethod
+    def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``function(*args, **kwargs)`` now, on this thread, and return its result.
+
+        Wrap calls with effects outside the agent (an LLM, a tool, an HTTP request) in it:
+        they are the calls whose results the action log records so that a recovered job
+        does not pay for them twice.
+        """
+
+    @abstractmethod
+    def durable_execute_async(
+        self, function: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> Awaitable[T]:
+        """In an ``async def`` action: ``await`` it to run ``function`` on the runner's
+        bounded executor while the runner goes on with other keys.
+
+        It is the only thing an async action may await (besides ``asyncio.sleep(0)``):
+        the run is parked between awaits and resumed on the thread that owns its memory.
+        """

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from concurrent.futures import Executor, Future
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from flink_agents.api._context import RunnerContext
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._resources import ResourceType
-from flink_agents.memory import BufferedState, FlatMemory, StateMap
+from flink_agents.memory import BufferedState, FlatMemory, MemoryDelta, StateMap
 from flink_agents.runtime._resources import ResourceCache
+
+T = TypeVar("T")
 
 
 class ActionContext(RunnerContext):
@@ -25,8 +28,12 @@ class ActionContext(RunnerContext):
         short_term: StateMap,
         resources: ResourceCache,
         config: Mapping[str, Any],
+        executor: Executor,
     ) -> None:
         self._key = key
+        self._sensory = sensory
+        self._short_term = short_term
+        self._executor = executor
         self.sensory_buffer = BufferedState(sensory)
         self.short_term_buffer = BufferedState(short_term)
         self._sensory_root = FlatMemory(self.sensory_buffer).root()
@@ -60,3 +67,37 @@ class ActionContext(RunnerContext):
     @property
     def config(self) -> Mapping[str, Any]:
         return self._config
+
+    def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return function(*args, **kwargs)
+
+    def durable_execute_async(
+        self, function: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> Awaitable[T]:
+        return _DurableCall(self._executor, function, args, kwargs)
+
+    def commit(self) -> tuple[MemoryDelta, MemoryDelta]:
+        """Apply the buffered memory writes to the maps; returns (sensory, short-term)."""
+        sensory, short_term = self.sensory_buffer.delta(), self.short_term_buffer.delta()
+        sensory.apply_to(self._sensory)
+        short_term.apply_to(self._short_term)
+        return sensory, short_term
+
+
+class _DurableCall:
+    """Awaiting it submits the call to the executor and hands the future to the engine,
+    which suspends the action until the future is done."""
+
+    __slots__ = ("_args", "_executor", "_function", "_kwargs")
+
+    def __init__(
+        self, executor: Executor, function: Callable[..., Any], args: tuple, kwargs: dict
+    ) -> None:
+        self._executor = executor
+        self._function = function
+        self._args = args
+        self._kwargs = kwargs
+
+    def __await__(self) -> Generator[Future[Any], Any, Any]:
+        future = self._executor.submit(self._function, *self._args, **self._kwargs)
+        return (yield future)

@@ -8,10 +8,10 @@ calls ``start``, then ``step`` until ``finished``, then ``end``. Everything it k
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,10 @@ from flink_agents.runtime._context import ActionContext
 from flink_agents.runtime._resources import ResourceCache
 
 DEFAULT_MAX_STEPS = 10_000
+_ONLY_DURABLE_AWAITS = (
+    "an async action may only await ctx.durable_execute_async(...): runners park the run "
+    "between awaits and have no asyncio event loop"
+)
 
 
 @dataclass
@@ -60,14 +64,56 @@ class StepResult:
     outputs: tuple[Any, ...]
 
 
-class RunEngine:
-    """Runs the actions of a bound plan."""
+@dataclass
+class Suspension:
+    """An ``async def`` action waiting on durable work submitted to the executor.
 
-    def __init__(self, plan: BoundPlan, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+    The runner resumes it with ``RunEngine.resume`` once ``future`` is done, on the thread
+    that owns the memory maps. It holds a live coroutine, so it is never checkpointed: after
+    a restore the action runs again from its start.
+    """
+
+    action: str
+    context: ActionContext
+    coroutine: Coroutine[Any, Any, Any]
+    future: Future[Any]
+
+
+StepOutcome = StepResult | Suspension
+
+
+class RunEngine:
+    """Runs the actions of a bound plan.
+
+    Args:
+        plan: the bound plan.
+        max_steps: actions one run may execute before it is stopped as a runaway loop.
+        async_threads: size of the executor that runs ``durable_execute_async`` calls.
+    """
+
+    def __init__(
+        self, plan: BoundPlan, *, max_steps: int = DEFAULT_MAX_STEPS, async_threads: int = 16
+    ) -> None:
         self.plan = plan
         self.resources = ResourceCache(plan)
         self.max_steps = max_steps
+        self.async_threads = async_threads
+        self._executor: ThreadPoolExecutor | None = None
         self._actions = {a.name: a for a in plan.actions}
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.async_threads, thread_name_prefix="flink-agents-async"
+            )
+        return self._executor
+
+    def close(self) -> None:
+        """Stop the executor (waiting for running calls)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
@@ -75,8 +121,11 @@ class RunEngine:
         self._enqueue(run, InputEvent(input=record))
         return run
 
-    def step(self, run: RunState, sensory: StateMap, short_term: StateMap) -> StepResult:
-        """Run the next queued action and apply its effects to the two memory maps.
+    def step(self, run: RunState, sensory: StateMap, short_term: StateMap) -> StepOutcome:
+        """Run the next queued action.
+
+        Returns a ``StepResult`` when the action completed (its effects are then applied to
+        the two maps), or a ``Suspension`` when an ``async def`` action awaits durable work.
 
         Raises:
             ActionExecutionError: the action raised; nothing it did was applied, and the
@@ -94,20 +143,75 @@ class RunEngine:
                 ),
             )
         context = ActionContext(
-            run.key, sensory, short_term, self.resources, {**self.plan.plan.config, **action.config}
+            run.key,
+            sensory,
+            short_term,
+            self.resources,
+            {**self.plan.plan.config, **action.config},
+            self.executor,
         )
         try:
             result = action.function(pending.event, context)
-            if inspect.iscoroutine(result):
-                _run_coroutine(result)
         except Exception as error:
             raise self._failure(run, action, error) from error
+        if inspect.iscoroutine(result):
+            return self._advance(run, action, context, result, None, None)
+        return self._complete(run, action, context)
+
+    def resume(self, run: RunState, suspension: Suspension) -> StepOutcome:
+        """Continue a suspended action whose future is done (same maps as its ``step``)."""
+        action = self._actions[suspension.action]
+        error = suspension.future.exception()
+        value = None if error is not None else suspension.future.result()
+        return self._advance(run, action, suspension.context, suspension.coroutine, value, error)
+
+    def step_blocking(self, run: RunState, sensory: StateMap, short_term: StateMap) -> StepResult:
+        """``step``, waiting on this thread for any durable work (the local runner's way)."""
+        outcome = self.step(run, sensory, short_term)
+        while isinstance(outcome, Suspension):
+            wait([outcome.future])
+            outcome = self.resume(run, outcome)
+        return outcome
+
+    def end(self, run: RunState, sensory: StateMap) -> None:
+        """Close a run: its sensory memory is cleared."""
+        run.queue.clear()
+        sensory.clear()
+
+    def _advance(
+        self,
+        run: RunState,
+        action: BoundAction,
+        context: ActionContext,
+        coroutine: Coroutine[Any, Any, Any],
+        value: Any,
+        error: BaseException | None,
+    ) -> StepOutcome:
+        """Drive ``coroutine`` until it completes or awaits durable work."""
+        try:
+            while True:
+                yielded = coroutine.throw(error) if error is not None else coroutine.send(value)
+                error = value = None
+                if yielded is None:  # a bare yield, e.g. asyncio.sleep(0): keep going
+                    continue
+                if isinstance(yielded, Future):
+                    return Suspension(action.name, context, coroutine, yielded)
+                coroutine.close()
+                raise FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS}, it awaited {yielded!r}")
+        except StopIteration:
+            return self._complete(run, action, context)
+        except RuntimeError as failure:
+            if "event loop" not in str(failure):
+                raise self._failure(run, action, failure) from failure
+            explained = FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS} (asyncio said: {failure})")
+            raise self._failure(run, action, explained) from failure
+        except Exception as failure:
+            raise self._failure(run, action, failure) from failure
+
+    def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
         run.queue.popleft()
         run.steps += 1
-        sensory_delta = context.sensory_buffer.delta()
-        short_term_delta = context.short_term_buffer.delta()
-        sensory_delta.apply_to(sensory)
-        short_term_delta.apply_to(short_term)
+        sensory_delta, short_term_delta = context.commit()
         outputs = []
         for event in context.sent:
             if isinstance(event, OutputEvent):
@@ -122,11 +226,6 @@ class RunEngine:
             outputs=tuple(outputs),
         )
 
-    def end(self, run: RunState, sensory: StateMap) -> None:
-        """Close a run: its sensory memory is cleared."""
-        run.queue.clear()
-        sensory.clear()
-
     def _enqueue(self, run: RunState, event: Event) -> None:
         for action in self.plan.actions_for(type(event)):
             run.queue.append(PendingAction(action.name, event))
@@ -136,14 +235,3 @@ class RunEngine:
         return ActionExecutionError(
             key=run.key, action=action.name, input=run.input, run_sequence=run.sequence, cause=error
         )
-
-
-def _run_coroutine(coroutine: Any) -> Any:
-    """Run an ``async def`` action to completion, also when the caller is itself inside a
-    running event loop (a notebook, an async application): then on a helper thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flink-agents-action") as pool:
-        return pool.submit(asyncio.run, coroutine).result()

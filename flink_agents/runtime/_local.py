@@ -45,7 +45,7 @@ class LocalRunner:
         outputs: list[Any] = []
         try:
             while not run.finished:
-                result = self.engine.step(run, sensory, short_term)
+                result = self.engine.step_blocking(run, sensory, short_term)
                 self.steps += 1
                 outputs.extend(result.outputs)
         finally:

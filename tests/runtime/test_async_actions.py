@@ -1,0 +1,47 @@
+"""``async def`` actions and durable calls in the local runner."""
+
+import pytest
+
+from flink_agents.api import ActionExecutionError
+from flink_agents.runtime import LocalRunner
+from tests.runtime import async_agents
+
+
+@pytest.fixture(autouse=True)
+def _clear_calls():
+    async_agents.CALLS.clear()
+
+
+def test_durable_calls_run_on_the_executor_and_their_results_come_back():
+    runner = LocalRunner(async_agents.DurableAgent)
+    assert runner.run("k", "hi") == [["HI", "HI!", "hi"]]
+    assert [arg for arg, _ in async_agents.CALLS] == ["hi", "hi!"]
+    assert all(thread.startswith("flink-agents-async") for _, thread in async_agents.CALLS)
+    assert runner.short_term_memory("k") == {"last": "HI!"}
+    assert runner.sensory_memory("k") == {}
+
+
+def test_a_failed_durable_call_raises_inside_the_action():
+    runner = LocalRunner(async_agents.RecoveringAgent)
+    assert runner.run("k", "fail") == ["fallback after service unavailable"]
+
+
+def test_an_uncaught_durable_failure_fails_the_action_without_memory_writes():
+    runner = LocalRunner(async_agents.DurableAgent)
+    with pytest.raises(ActionExecutionError) as caught:
+        runner.run("k", "fail")
+    assert caught.value.action == "shout"
+    assert isinstance(caught.value.cause, ConnectionError)
+    assert runner.short_term_memory("k") == {}
+
+
+def test_sync_durable_execute_calls_in_place():
+    assert LocalRunner(async_agents.SyncDurableAgent).run("k", "a") == ["A"]
+    assert async_agents.CALLS[0][1] == "MainThread"
+
+
+def test_awaiting_anything_but_a_durable_call_is_a_clear_error():
+    runner = LocalRunner(async_agents.ForeignAwaitAgent)
+    with pytest.raises(ActionExecutionError, match=r"may only await ctx.durable_execute_async"):
+        runner.run("k", 1)
+    assert runner.short_term_memory("k") == {}
