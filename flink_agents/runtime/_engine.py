@@ -46,6 +46,10 @@ class RunState:
     input: Any
     queue: deque[PendingAction] = field(default_factory=deque)
     steps: int = 0
+    attempts: int = 0
+    """Failed attempts of the action at the head of the queue (for the retry policy)."""
+    retry_at_ms: int = 0
+    """Processing time before which a failed head action is not retried."""
 
     @property
     def finished(self) -> bool:
@@ -211,6 +215,7 @@ class RunEngine:
     def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
         run.queue.popleft()
         run.steps += 1
+        run.attempts = 0
         sensory_delta, short_term_delta = context.commit()
         outputs = []
         for event in context.sent:

@@ -1,0 +1,210 @@
+"""The Flink dispatcher: one ``KeyedProcessFunction`` running an agent plan per key.
+
+Keyed state, per key:
+    ``sensory`` / ``short_term``  MapState[str, pickled]: flattened memory, the same
+                                  ``FlatMemory`` code as the local runner, over MapState.
+    ``run_sequence``              ValueState: the number of the key's latest run.
+    ``run``                       ValueState: the ``RunState`` of the run in progress.
+    ``pending_inputs``            ListState: inputs that arrived while a run was going.
+
+A run executes synchronously inside ``process_element`` until it ends or an async action
+awaits a durable call. Then the run is parked: its ``RunState`` goes to state, the live
+coroutine stays in ``self._parked`` (never checkpointed), and two timers are set: a
+processing-time poll that resumes it once the call is done, and an event-time timer at
+``DRAIN_TIMESTAMP`` that only the final watermark of a bounded input reaches, which finishes
+every parked run before the job ends. After a restore, a parked run has no coroutine: its
+timer re-runs the interrupted action from the start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, wait
+from typing import Any
+
+from pyflink.common import Types
+from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext, TimeDomain
+from pyflink.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+
+from flink_agents.api._errors import ActionExecutionError
+from flink_agents.plan import bind_plan, plan_from_json
+from flink_agents.runtime._engine import RunEngine, RunState, Suspension
+from flink_agents.runtime._options import AgentOptions
+
+DRAIN_TIMESTAMP = 2**62
+ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
+
+
+class AgentDispatcher(KeyedProcessFunction):
+    """Executes an agent plan (given as JSON) on a keyed stream."""
+
+    def __init__(self, plan_json: str, options: AgentOptions) -> None:
+        self._plan_json = plan_json
+        self._options = options.model_dump()
+        self._engine: RunEngine | None = None
+        self._parked: dict[Any, tuple[RunState, Suspension]] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.options = AgentOptions(**self._options)
+        self._engine = RunEngine(
+            bind_plan(plan_from_json(self._plan_json)),
+            max_steps=self.options.max_steps_per_run,
+            async_threads=self.options.num_async_threads,
+        )
+        pickled = Types.PICKLED_BYTE_ARRAY()
+        self._sensory = runtime_context.get_map_state(
+            MapStateDescriptor("sensory", Types.STRING(), pickled)
+        )
+        self._short_term = runtime_context.get_map_state(
+            MapStateDescriptor("short_term", Types.STRING(), pickled)
+        )
+        self._sequence = runtime_context.get_state(
+            ValueStateDescriptor("run_sequence", Types.LONG())
+        )
+        self._run = runtime_context.get_state(ValueStateDescriptor("run", pickled))
+        self._pending = runtime_context.get_list_state(
+            ListStateDescriptor("pending_inputs", pickled)
+        )
+        self._parked = {}
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+
+    # -- Flink callbacks -------------------------------------------------------------------
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        if self._run.value() is not None:
+            self._pending.add(value)
+            return
+        self._respect_in_flight_limit()
+        yield from self._drive(self._start(ctx.get_current_key(), value), ctx, draining=False)
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
+        key = ctx.get_current_key()
+        draining = ctx.time_domain() == TimeDomain.EVENT_TIME and timestamp >= DRAIN_TIMESTAMP
+        parked = self._parked.get(key)
+        if parked is None:
+            run = self._run.value()
+            now = ctx.timer_service().current_processing_time()
+            if run is not None and (draining or now >= run.retry_at_ms):
+                # Restored from a checkpoint, or due for a retry: run the head action again.
+                yield from self._drive(run, ctx, draining)
+            return
+        run, suspension = parked
+        if not suspension.future.done():
+            if not draining:
+                self._poll_later(ctx)
+                return
+            wait([suspension.future])
+        del self._parked[key]
+        yield from self._drive(run, ctx, draining, suspension)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _start(self, key: Any, record: Any) -> RunState:
+        sequence = (self._sequence.value() or 0) + 1
+        self._sequence.update(sequence)
+        return self._engine.start(key, sequence, record)
+
+    def _drive(
+        self,
+        run: RunState,
+        ctx: Any,
+        draining: bool,
+        suspension: Suspension | None = None,
+    ) -> Iterator[Any]:
+        """Run ``run`` and then the key's pending inputs until all end or one parks."""
+        engine = self._engine
+        while True:
+            while not run.finished:
+                try:
+                    if suspension is not None:
+                        outcome = engine.resume(run, suspension)
+                    else:
+                        outcome = engine.step(run, self._sensory, self._short_term)
+                    while draining and isinstance(outcome, Suspension):
+                        wait([outcome.future])
+                        outcome = engine.resume(run, outcome)
+                except ActionExecutionError as error:
+                    suspension = None
+                    handled = yield from self._on_failure(run, error, ctx, draining)
+                    if handled == "parked":
+                        return
+                    if handled == "retry-now":
+                        continue
+                    break  # run abandoned
+                suspension = None
+                if isinstance(outcome, Suspension):
+                    self._park(run, outcome, ctx)
+                    return
+                yield from outcome.outputs
+            self._engine.end(run, self._sensory)
+            self._run.clear()
+            record = self._take_pending()
+            if record is None:
+                return
+            run = self._start(run.key, record)
+
+    def _on_failure(
+        self, run: RunState, error: ActionExecutionError, ctx: Any, draining: bool
+    ) -> Iterator[Any]:
+        policy = self.options.error_policy
+        if policy == "retry" and run.attempts + 1 < self.options.retry_max_attempts:
+            run.attempts += 1
+            backoff = self.options.retry_backoff_ms(run.attempts)
+            if draining:
+                time.sleep(backoff / 1000)
+                return "retry-now"
+            now = ctx.timer_service().current_processing_time()
+            run.retry_at_ms = now + backoff
+            self._run.update(run)
+            ctx.timer_service().register_processing_time_timer(run.retry_at_ms)
+            ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
+            return "parked"
+        if policy == "fail":
+            raise error
+        yield (
+            ERROR_TAG,
+            {
+                "key": run.key,
+                "input": run.input,
+                "run_sequence": run.sequence,
+                "action": error.action,
+                "error": f"{type(error.cause).__name__}: {error.cause}",
+                "attempts": run.attempts + 1,
+            },
+        )
+        return "abandoned"
+
+    def _park(self, run: RunState, suspension: Suspension, ctx: Any) -> None:
+        self._parked[run.key] = (run, suspension)
+        self._run.update(run)
+        self._poll_later(ctx)
+        ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
+
+    def _poll_later(self, ctx: Any) -> None:
+        now = ctx.timer_service().current_processing_time()
+        ctx.timer_service().register_processing_time_timer(
+            now + self.options.async_poll_interval_ms
+        )
+
+    def _take_pending(self) -> Any:
+        pending = list(self._pending.get() or [])
+        if not pending:
+            return None
+        if len(pending) == 1:
+            self._pending.clear()
+        else:
+            self._pending.update(pending[1:])
+        return pending[0]
+
+    def _respect_in_flight_limit(self) -> None:
+        """Block (backpressure) while too many durable calls are running."""
+        busy = [s.future for _, s in self._parked.values() if not s.future.done()]
+        while len(busy) >= self.options.max_in_flight:
+            wait(busy, return_when=FIRST_COMPLETED)
+            busy = [f for f in busy if not f.done()]
