@@ -45,8 +45,11 @@ class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
         """A bounded input from Python objects (any picklable records)."""
         # from_collection cannot take bytes or arbitrary objects: ship them as base64 text.
         payloads = [base64.b64encode(pickle.dumps(record)).decode("ascii") for record in records]
-        stream = self.env.from_collection(payloads, type_info=Types.STRING()).map(
-            _unpickle, output_type=Types.PICKLED_BYTE_ARRAY()
+        # Parallelism 1 like the source: a rebalance here would reorder the records of a key.
+        stream = (
+            self.env.from_collection(payloads, type_info=Types.STRING())
+            .map(_unpickle, output_type=Types.PICKLED_BYTE_ARRAY())
+            .set_parallelism(1)
         )
         return FlinkAgentBuilder(self, stream, key_selector, None)
 
