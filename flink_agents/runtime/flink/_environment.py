@@ -70,6 +70,7 @@ class FlinkAgentBuilder(AgentBuilder):
         self._key_type = key_type or Types.PICKLED_BYTE_ARRAY()
         self._plan: AgentPlan | None = None
         self._output: DataStream | None = None
+        self._errors: DataStream | None = None
 
     def apply(self, agent: Any) -> FlinkAgentBuilder:
         if self._plan is not None:
@@ -89,12 +90,16 @@ class FlinkAgentBuilder(AgentBuilder):
                 .name(f"agent:{self._plan.name}")
                 .uid(f"agent:{self._plan.name}")
             )
+            # PyFlink routes (tag, value) pairs to a side output only once the side output is
+            # asked for; without this, error records would land in the main output.
+            self._errors = self._output.get_side_output(ERROR_TAG)
         return self._output
 
     def error_stream(self) -> DataStream:
         """Runs that failed under the ``error-output`` (or exhausted ``retry``) policy: dicts
         with ``key``, ``input``, ``run_sequence``, ``action``, ``error``, ``attempts``."""
-        return self.to_datastream().get_side_output(ERROR_TAG)
+        self.to_datastream()
+        return self._errors
 
     def to_list(self) -> list[Any]:
         """Execute the job and collect the outputs (for tests: about 2 ms per record)."""

@@ -1,0 +1,106 @@
+"""The Flink dispatcher: failure policies, draining bounded inputs, DataStream wrapping."""
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from pyflink.common import Types
+
+from flink_agents.api import AgentsExecutionEnvironment
+from flink_agents.plan import compile_agent
+from tests.runtime.flink import policy_agents
+from tests.runtime.flink.runners import flink_environment
+
+pytestmark = pytest.mark.flink
+
+
+def flaky_plan(counter_dir):
+    plan = compile_agent(policy_agents.FlakyAgent)
+    return plan.model_copy(update={"config": {"counter_dir": str(counter_dir)}})
+
+
+def records(fail_times):
+    return [{"k": f"k{n % 2}", "n": n, "fail_times": fail_times.get(n, 0)} for n in range(6)]
+
+
+def test_error_output_policy_routes_failed_runs_to_the_side_output(tmp_path):
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(env, error_policy="error-output")
+    builder = agents.from_list(records({1: 9, 4: 9}), "k").apply(flaky_plan(tmp_path))
+    outputs = builder.to_datastream()
+    errors = builder.error_stream()
+    with errors.execute_and_collect() as failed_runs:
+        failed = sorted(list(failed_runs), key=lambda e: e["input"]["n"])
+    assert [(e["key"], e["input"]["n"], e["action"], e["attempts"]) for e in failed] == [
+        ("k1", 1, "flaky", 1),
+        ("k0", 4, "flaky", 1),
+    ]
+    assert failed[0]["error"] == "RuntimeError: transient failure 1 of record 1"
+    assert failed[0]["run_sequence"] == 1
+    del outputs
+
+
+def test_error_output_keeps_the_other_runs_and_their_memory(tmp_path):
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(env, error_policy="error-output")
+    outputs = agents.from_list(records({1: 9}), "k").apply(flaky_plan(tmp_path)).to_list()
+    by_n = {o["n"]: o for o in outputs}
+    assert sorted(by_n) == [0, 2, 3, 4, 5]
+    assert by_n[5]["done"] == [3, 5]  # run 1 of key k1 left nothing behind
+
+
+def test_retry_policy_retries_with_backoff_until_the_action_succeeds(tmp_path):
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(
+        env, error_policy="retry", retry_max_attempts=4, retry_initial_backoff_ms=20
+    )
+    outputs = agents.from_list(records({0: 2, 3: 3}), "k").apply(flaky_plan(tmp_path)).to_list()
+    assert sorted(o["n"] for o in outputs) == [0, 1, 2, 3, 4, 5]
+    assert (tmp_path / "0").read_text() == "3" and (tmp_path / "3").read_text() == "4"
+    by_key = {o["key"]: o["done"] for o in outputs if o["n"] >= 4}
+    assert by_key == {"k0": [0, 2, 4], "k1": [1, 3, 5]}
+
+
+def test_retry_policy_gives_up_after_its_attempts_into_the_error_output(tmp_path):
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(
+        env, error_policy="retry", retry_max_attempts=2, retry_initial_backoff_ms=10
+    )
+    builder = agents.from_list(records({2: 5}), "k").apply(flaky_plan(tmp_path))
+    builder.to_datastream()
+    with builder.error_stream().execute_and_collect() as failed_runs:
+        (failed,) = list(failed_runs)
+    assert (failed["input"]["n"], failed["attempts"]) == (2, 2)
+
+
+def test_fail_policy_fails_the_job_naming_key_action_and_input(tmp_path):
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(env, error_policy="fail")
+    with pytest.raises(Py4JJavaError) as caught:
+        agents.from_list(records({3: 1}), "k").apply(flaky_plan(tmp_path)).to_list()
+    message = str(caught.value)
+    assert "action 'flaky' failed for key 'k1' (run 2, input {'k': 'k1', 'n': 3" in message
+    assert "RuntimeError: transient failure 1 of record 3" in message
+
+
+def test_bounded_input_drains_runs_still_waiting_on_async_work():
+    """Every run waits 300 ms; the input ends long before: all outputs still arrive."""
+    env = flink_environment(parallelism=1)
+    agents = AgentsExecutionEnvironment.get_execution_environment(env, num_async_threads=4)
+    data = [{"k": f"k{n % 7}", "n": n, "seconds": 0.3} for n in range(21)]
+    outputs = agents.from_list(data, "k").apply(policy_agents.SlowAgent).to_list()
+    assert sorted(o["n"] for o in outputs) == list(range(21))
+
+
+def test_from_datastream_returns_a_stream_users_keep_building_on():
+    env = flink_environment()
+    source = env.from_collection(
+        [("k0", 1), ("k1", 2), ("k0", 3)], type_info=Types.TUPLE([Types.STRING(), Types.INT()])
+    ).map(lambda t: {"k": t[0], "n": t[1], "count": 1}, output_type=Types.PICKLED_BYTE_ARRAY())
+    agents = AgentsExecutionEnvironment.get_execution_environment(env)
+    from tests.runtime.flink.parity_agents import FanOutAgent
+
+    outputs = agents.from_datastream(source, key_selector=lambda r: r["k"]).apply(FanOutAgent)
+    downstream = outputs.to_datastream().map(
+        lambda o: f"{o['key']}:{o['n']}", output_type=Types.STRING()
+    )
+    with downstream.execute_and_collect() as results:
+        assert sorted(results) == ["k0:1", "k0:3", "k1:2"]
