@@ -110,7 +110,7 @@ class FlatMemory:
     def write_copy(self, key: str, source: StoredMemoryObject) -> None:
         """Copy ``source`` and its subtree to ``key``; safe when ``key`` lies inside it."""
         entries = list(source.memory.iter_subtree(source.key))
-        if key == source.key:
+        if source.memory is self and key == source.key:
             return
         self._write(key, ObjectMarker())
         for suffix, stored in entries:

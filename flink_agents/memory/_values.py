@@ -25,11 +25,20 @@ def checked_copy(value: Any, path: str) -> Any:
     Raises:
         MemoryValueError: naming ``path`` and the offending element when a value is not storable.
     """
+    try:
+        return _checked_copy(value, path)
+    except RecursionError:
+        raise MemoryValueError(
+            f"cannot store the value at '{path}': it contains itself or is nested too deeply"
+        ) from None
+
+
+def _checked_copy(value: Any, path: str) -> Any:
     kind = type(value)
     if kind in _IMMUTABLE:
         return value
     if isinstance(value, list):
-        return [checked_copy(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [_checked_copy(item, f"{path}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, dict):
         copied = {}
         for k, item in value.items():
@@ -38,7 +47,7 @@ def checked_copy(value: Any, path: str) -> Any:
                     f"cannot store a dict with key {k!r} ({type(k).__name__}) at '{path}': "
                     "dict keys in memory must be str"
                 )
-            copied[k] = checked_copy(item, f"{path}.{k}")
+            copied[k] = _checked_copy(item, f"{path}.{k}")
         return copied
     if isinstance(value, BaseModel):
         return value.model_copy(deep=True)
