@@ -33,6 +33,9 @@ class AgentOptions(BaseModel):
     max_steps_per_run: int = Field(10_000, alias="max-steps-per-run", ge=1)
     async_poll_interval_ms: int = Field(5, alias="async-poll-interval-ms", ge=1)
     """How often a parked run checks whether its durable call is done."""
+    memory_snapshots: bool = Field(False, alias="memory-snapshots")
+    """Emit each key's short-term memory after every run to a side output (for demos and
+    debugging: it reads the key's whole memory once per run)."""
 
     def retry_backoff_ms(self, attempt: int) -> int:
         """Exponential backoff before retry number ``attempt`` (1-based)."""

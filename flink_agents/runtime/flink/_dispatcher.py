@@ -28,12 +28,14 @@ from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext, 
 from pyflink.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 
 from flink_agents.api._errors import ActionExecutionError
+from flink_agents.memory import FlatMemory, to_dict
 from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._engine import RunEngine, RunState, Suspension
 from flink_agents.runtime._options import AgentOptions
 
 DRAIN_TIMESTAMP = 2**62
 ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
+MEMORY_TAG = OutputTag("agent-memory", Types.PICKLED_BYTE_ARRAY())
 
 
 class AgentDispatcher(KeyedProcessFunction):
@@ -144,6 +146,15 @@ class AgentDispatcher(KeyedProcessFunction):
                 yield from outcome.outputs
             self._engine.end(run, self._sensory)
             self._run.clear()
+            if self.options.memory_snapshots:
+                yield (
+                    MEMORY_TAG,
+                    {
+                        "key": run.key,
+                        "run_sequence": run.sequence,
+                        "short_term_memory": to_dict(FlatMemory(self._short_term).root()),
+                    },
+                )
             record = self._take_pending()
             if record is None:
                 return

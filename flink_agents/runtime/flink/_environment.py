@@ -16,7 +16,7 @@ from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.plan import AgentPlan, to_plan
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
-from flink_agents.runtime.flink._dispatcher import ERROR_TAG, AgentDispatcher
+from flink_agents.runtime.flink._dispatcher import ERROR_TAG, MEMORY_TAG, AgentDispatcher
 
 
 class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
@@ -71,6 +71,7 @@ class FlinkAgentBuilder(AgentBuilder):
         self._plan: AgentPlan | None = None
         self._output: DataStream | None = None
         self._errors: DataStream | None = None
+        self._memory: DataStream | None = None
 
     def apply(self, agent: Any) -> FlinkAgentBuilder:
         if self._plan is not None:
@@ -93,6 +94,8 @@ class FlinkAgentBuilder(AgentBuilder):
             # PyFlink routes (tag, value) pairs to a side output only once the side output is
             # asked for; without this, error records would land in the main output.
             self._errors = self._output.get_side_output(ERROR_TAG)
+            if self._environment.options.memory_snapshots:
+                self._memory = self._output.get_side_output(MEMORY_TAG)
         return self._output
 
     def error_stream(self) -> DataStream:
@@ -100,6 +103,14 @@ class FlinkAgentBuilder(AgentBuilder):
         with ``key``, ``input``, ``run_sequence``, ``action``, ``error``, ``attempts``."""
         self.to_datastream()
         return self._errors
+
+    def memory_stream(self) -> DataStream:
+        """With the ``memory_snapshots`` option: after every run, a dict with ``key``,
+        ``run_sequence`` and ``short_term_memory`` (a nested-dict snapshot)."""
+        self.to_datastream()
+        if self._memory is None:
+            raise FlinkAgentsError("memory snapshots are off: pass memory_snapshots=True")
+        return self._memory
 
     def to_list(self) -> list[Any]:
         """Execute the job and collect the outputs (for tests: about 2 ms per record)."""
