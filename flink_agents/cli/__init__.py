@@ -15,10 +15,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flink-agents", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="run the support-triage demo on the bundled data")
+    demo = commands.add_parser(
+        "demo", help="run the support-triage demo on the bundled data in a Flink MiniCluster"
+    )
     demo.add_argument("--plan", type=Path, default=None)
     demo.add_argument("--data", type=Path, default=None)
     demo.add_argument("--out", type=Path, default=None, help="output directory")
+    demo.add_argument("--local", action="store_true", help="use the local runner, not Flink")
 
     run = commands.add_parser("run", help="run a plan over a JSON-lines file (local runner)")
     run.add_argument("plan", type=Path, help="plan file (.yaml, .yml or .json)")
@@ -46,7 +49,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from flink_agents.cli import _demo as demo
 
     demo.run_demo(
-        args.plan or demo.DEFAULT_PLAN, args.data or demo.DEFAULT_DATA, args.out or demo.DEFAULT_OUT
+        args.plan or demo.DEFAULT_PLAN,
+        args.data or demo.DEFAULT_DATA,
+        args.out or demo.DEFAULT_OUT,
+        local=args.local,
     )
     return 0
 

@@ -17,6 +17,7 @@ from flink_agents.plan import AgentPlan, to_plan
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime.flink._dispatcher import ERROR_TAG, MEMORY_TAG, AgentDispatcher
+from flink_agents.runtime.flink._quiet import hide_beam_shutdown_noise
 
 
 class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
@@ -32,6 +33,7 @@ class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
         self.env = env
         self.options: AgentOptions = load_options(options)
         env.set_python_executable(sys.executable)
+        hide_beam_shutdown_noise()
 
     def from_datastream(
         self, stream: DataStream, key_selector: KeySelector = None, key_type: Any = None
