@@ -1,0 +1,232 @@
+"""A real Flink standalone cluster on loopback, started from the pyflink package's scripts.
+
+For tests, ``make cluster-up`` and recovery experiments: one JobManager and any number of
+TaskManagers as separate JVM processes, each of which can be killed with ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pyflink
+import yaml
+
+PYFLINK_HOME = Path(pyflink.__file__).parent
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class StandaloneCluster:
+    """A standalone Flink cluster whose configuration and logs live in ``work_dir``.
+
+    Args:
+        work_dir: holds ``conf/``, ``log/`` and the daemons' pid files.
+        config_file: a ``config.yaml`` over pyflink's defaults (e.g. ``conf/config.yaml``).
+        rest_port / rpc_port: 0 picks free ports (tests); the defaults are Flink's own.
+        slots: task slots per TaskManager.
+        overrides: more configuration, as flat ``a.b.c`` keys.
+    """
+
+    def __init__(
+        self,
+        work_dir: Path,
+        config_file: Path | None = None,
+        rest_port: int = 8081,
+        rpc_port: int = 6123,
+        slots: int = 2,
+        overrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.work_dir = Path(work_dir).resolve()
+        self.conf_dir = self.work_dir / "conf"
+        self.log_dir = self.work_dir / "log"
+        self.pid_dir = self.work_dir / "pids"
+        self.rest_port = rest_port or free_port()
+        self.rpc_port = rpc_port or free_port()
+        self.config_file = config_file
+        self.slots = slots
+        self.overrides = overrides or {}
+
+    # -- configuration ---------------------------------------------------------------------
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://localhost:{self.rest_port}"
+
+    def write_config(self) -> Path:
+        """Write ``conf/``: the base file plus ports, slots and this Python interpreter."""
+        for directory in (self.conf_dir, self.log_dir, self.pid_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        for name in ("log4j.properties", "log4j-cli.properties", "log4j-console.properties"):
+            shutil.copy(PYFLINK_HOME / "conf" / name, self.conf_dir / name)
+        # pyflink's defaults first: they carry the JVM module flags Flink needs on Java 17.
+        flat = _flatten(yaml.safe_load((PYFLINK_HOME / "conf" / "config.yaml").read_text()) or {})
+        if self.config_file is not None:
+            flat.update(_flatten(yaml.safe_load(Path(self.config_file).read_text()) or {}))
+        flat.update(
+            {
+                "rest.port": self.rest_port,
+                "rest.address": "localhost",
+                "rest.bind-address": "localhost",
+                "jobmanager.rpc.address": "localhost",
+                "jobmanager.rpc.port": self.rpc_port,
+                "jobmanager.bind-host": "localhost",
+                "taskmanager.bind-host": "localhost",
+                "taskmanager.host": "localhost",
+                "taskmanager.numberOfTaskSlots": self.slots,
+                "python.executable": sys.executable,
+                "python.client.executable": sys.executable,
+            }
+        )
+        flat.update(self.overrides)
+        target = self.conf_dir / "config.yaml"
+        target.write_text(yaml.safe_dump(flat, sort_keys=True))
+        return target
+
+    def environment(self) -> dict[str, str]:
+        """The environment for the cluster's scripts and for ``flink run``."""
+        env = dict(os.environ)
+        env.update(
+            FLINK_CONF_DIR=str(self.conf_dir),
+            FLINK_LOG_DIR=str(self.log_dir),
+            FLINK_PID_DIR=str(self.pid_dir),
+            PYFLINK_PYTHON=sys.executable,
+        )
+        return env
+
+    # -- processes -------------------------------------------------------------------------
+
+    def start(self, taskmanagers: int = 1, timeout: float = 90) -> StandaloneCluster:
+        """Start a JobManager and ``taskmanagers`` TaskManagers; wait until they registered."""
+        self.write_config()
+        self._script("jobmanager.sh", "start")
+        for _ in range(taskmanagers):
+            self._script("taskmanager.sh", "start")
+        self.wait_for_taskmanagers(taskmanagers, timeout)
+        return self
+
+    def start_taskmanager(self) -> None:
+        self._script("taskmanager.sh", "start")
+
+    def stop(self) -> None:
+        """Stop every TaskManager and the JobManager (killing what does not stop)."""
+        self._script("taskmanager.sh", "stop-all", check=False)
+        self._script("jobmanager.sh", "stop-all", check=False)
+        for pid in self._pids("taskexecutor") + self._pids("standalonesession"):
+            _kill(pid, signal.SIGKILL)
+
+    def taskmanager_pids(self) -> list[int]:
+        return [pid for pid in self._pids("taskexecutor") if _alive(pid)]
+
+    def kill_taskmanager(self) -> int:
+        """``kill -9`` the oldest living TaskManager; returns its pid."""
+        pid = self.taskmanager_pids()[0]
+        _kill(pid, signal.SIGKILL)
+        return pid
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def submit(
+        self, job: Path, *args: str, detached: bool = False, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        """``flink run -py job args`` against this cluster (blocks until the job ends unless
+        ``detached``)."""
+        command = [
+            "bash",
+            str(PYFLINK_HOME / "bin" / "flink"),
+            "run",
+            "-m",
+            f"localhost:{self.rest_port}",
+            *(["-d"] if detached else []),
+            "-py",
+            str(job),
+            "-pyexec",
+            sys.executable,
+            "-pyclientexec",
+            sys.executable,
+            *args,
+        ]
+        return subprocess.run(
+            command, env=self.environment(), capture_output=True, text=True, timeout=timeout
+        )
+
+    def rest(self, path: str) -> Any:
+        with urllib.request.urlopen(self.rest_url + path, timeout=5) as response:
+            return json.loads(response.read())
+
+    def wait_for_taskmanagers(self, count: int, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if len(self.rest("/taskmanagers")["taskmanagers"]) >= count:
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, KeyError):
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(
+            f"{count} TaskManager(s) did not register within {timeout} s; logs: {self.log_dir}"
+        )
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _script(self, name: str, *args: str, check: bool = True) -> None:
+        subprocess.run(
+            ["bash", str(PYFLINK_HOME / "bin" / name), *args],
+            env=self.environment(),
+            check=check,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def _pids(self, kind: str) -> list[int]:
+        pids = []
+        for pid_file in self.pid_dir.glob(f"flink-*-{kind}.pid"):
+            pids.extend(int(line) for line in pid_file.read_text().split() if line.isdigit())
+        return pids
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _kill(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
