@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean cluster-up cluster-down submit bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,27 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
+# A standalone Flink cluster on loopback from the pyflink package's own scripts.
+FLINK = $(BIN)/python -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))'
+cluster-up: $(VENV)/.installed
+	$(BIN)/flink-agents cluster up
+
+cluster-down: $(VENV)/.installed
+	$(BIN)/flink-agents cluster down
+
+# Submit the main job to the cluster started by `make cluster-up`.
+submit: $(VENV)/.installed
+	FLINK_CONF_DIR=.flink/conf bash "$$($(FLINK))/bin/flink" run -py jobs/agent_job.py \
+		-pyexec $(abspath $(BIN)/python) -pyclientexec $(abspath $(BIN)/python) \
+		--plan plans/support_triage.yaml --input data/support_tickets.jsonl \
+		--output out/cluster --key user --memory-snapshots
+
+bench: $(VENV)/.installed-test
+	bash bench/run_all.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .flink out

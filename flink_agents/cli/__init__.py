@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     compile_.add_argument("agent", help="the Agent class as module:ClassName")
     compile_.add_argument("-o", "--output", type=Path, help="plan file (.yaml or .json)")
 
+    cluster = commands.add_parser(
+        "cluster", help="start or stop a local standalone Flink cluster (conf/config.yaml)"
+    )
+    cluster.add_argument("action", choices=["up", "down", "status"])
+    cluster.add_argument("--work-dir", type=Path, default=Path(".flink"))
+    cluster.add_argument("--config", type=Path, default=Path("conf/config.yaml"))
+
     args = parser.parse_args(argv)
     try:
         return _COMMANDS[args.command](args)
@@ -93,9 +100,28 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    from flink_agents.testing import StandaloneCluster
+
+    config = args.config if args.config.exists() else None
+    cluster = StandaloneCluster(args.work_dir, config)
+    if args.action == "up":
+        cluster.start()
+        print(f"Flink cluster up: {cluster.rest_url} (logs in {cluster.log_dir})")
+        print(f"submit with: FLINK_CONF_DIR={cluster.conf_dir} flink run -py jobs/agent_job.py ...")
+    elif args.action == "down":
+        cluster.stop()
+        print("Flink cluster stopped")
+    else:
+        pids = cluster.taskmanager_pids()
+        print(f"TaskManagers running: {len(pids)} {pids}")
+    return 0
+
+
 _COMMANDS = {
     "demo": _cmd_demo,
     "run": _cmd_run,
     "validate": _cmd_validate,
     "compile": _cmd_compile,
+    "cluster": _cmd_cluster,
 }
