@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -18,3 +20,18 @@ def test_readme_agent_example_prints_its_documented_output(tmp_path):
         [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == expected
+
+
+@pytest.mark.flink
+def test_readme_datastream_example_runs_in_minicluster(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    (code,) = [b for b in blocks if "from_datastream" in b]
+    script = tmp_path / "wrap.py"
+    script.write_text(code)
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=180
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for line in ("ana -> finance", "bo -> sre"):
+        assert line in result.stdout
