@@ -68,7 +68,10 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
         client = env.execute_async(f"flink-agents demo: {plan.name}")
         result = client.get_job_execution_result()
         while not result.done():
-            status = client.get_job_status().result()
+            try:
+                status = client.get_job_status().result()
+            except Exception:  # the job just ended and its MiniCluster shut down
+                continue
             written = _lines_written(paths.output)
             progress.update(task, description=f"job {status}: {written} outputs written so far")
             time.sleep(0.25)
