@@ -70,8 +70,8 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
         while not result.done():
             try:
                 status = client.get_job_status().result()
-            except Exception:  # the job just ended and its MiniCluster shut down
-                continue
+            except Exception:  # the job just ended and its MiniCluster is shutting down
+                status = "ENDING"
             written = _lines_written(paths.output)
             progress.update(task, description=f"job {status}: {written} outputs written so far")
             time.sleep(0.25)
