@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from concurrent.futures import Executor, Future
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 from flink_agents.api._context import RunnerContext
@@ -39,7 +38,7 @@ class ActionContext(RunnerContext):
         self._sensory_root = FlatMemory(self.sensory_buffer).root()
         self._short_term_root = FlatMemory(self.short_term_buffer).root()
         self._resources = resources
-        self._config = MappingProxyType(dict(config))
+        self._config = config
         self.sent: list[Event] = []
 
     @property

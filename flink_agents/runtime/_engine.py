@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
@@ -50,6 +51,10 @@ class RunState:
     """Failed attempts of the action at the head of the queue (for the retry policy)."""
     retry_at_ms: int = 0
     """Processing time before which a failed head action is not retried."""
+    sensory_written: bool = False
+    """Whether an action of this run changed sensory memory (else there is nothing to clear)."""
+    parked: bool = False
+    """Whether the run was ever kept in state (so the runner has state to clean up)."""
 
     @property
     def finished(self) -> bool:
@@ -104,6 +109,9 @@ class RunEngine:
         self.async_threads = async_threads
         self._executor: ThreadPoolExecutor | None = None
         self._actions = {a.name: a for a in plan.actions}
+        self._configs = {
+            a.name: MappingProxyType({**plan.plan.config, **a.config}) for a in plan.actions
+        }
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -151,7 +159,7 @@ class RunEngine:
             sensory,
             short_term,
             self.resources,
-            {**self.plan.plan.config, **action.config},
+            self._configs[action.name],
             self.executor,
         )
         try:
@@ -178,9 +186,10 @@ class RunEngine:
         return outcome
 
     def end(self, run: RunState, sensory: StateMap) -> None:
-        """Close a run: its sensory memory is cleared."""
+        """Close a run: its sensory memory is cleared (when the run wrote any)."""
         run.queue.clear()
-        sensory.clear()
+        if run.sensory_written:
+            sensory.clear()
 
     def _advance(
         self,
@@ -217,6 +226,7 @@ class RunEngine:
         run.steps += 1
         run.attempts = 0
         sensory_delta, short_term_delta = context.commit()
+        run.sensory_written = run.sensory_written or not sensory_delta.is_empty()
         outputs = []
         for event in context.sent:
             if isinstance(event, OutputEvent):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 from pyflink.common import Types
@@ -71,6 +71,7 @@ class AgentDispatcher(KeyedProcessFunction):
             ListStateDescriptor("pending_inputs", pickled)
         )
         self._parked = {}
+        self._in_flight: set[Future[Any]] = set()
 
     def close(self) -> None:
         if self._engine is not None:
@@ -121,6 +122,7 @@ class AgentDispatcher(KeyedProcessFunction):
     ) -> Iterator[Any]:
         """Run ``run`` and then the key's pending inputs until all end or one parks."""
         engine = self._engine
+        pending_possible = False
         while True:
             while not run.finished:
                 try:
@@ -145,7 +147,8 @@ class AgentDispatcher(KeyedProcessFunction):
                     return
                 yield from outcome.outputs
             self._engine.end(run, self._sensory)
-            self._run.clear()
+            if run.parked:
+                self._run.clear()
             if self.options.memory_snapshots:
                 yield (
                     MEMORY_TAG,
@@ -155,7 +158,9 @@ class AgentDispatcher(KeyedProcessFunction):
                         "short_term_memory": to_dict(FlatMemory(self._short_term).root()),
                     },
                 )
-            record = self._take_pending()
+            # Inputs queue only behind a parked run: without one, no need to read the list.
+            pending_possible = pending_possible or run.parked
+            record = self._take_pending() if pending_possible else None
             if record is None:
                 return
             run = self._start(run.key, record)
@@ -172,6 +177,7 @@ class AgentDispatcher(KeyedProcessFunction):
                 return "retry-now"
             now = ctx.timer_service().current_processing_time()
             run.retry_at_ms = now + backoff
+            run.parked = True
             self._run.update(run)
             ctx.timer_service().register_processing_time_timer(run.retry_at_ms)
             ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
@@ -193,6 +199,9 @@ class AgentDispatcher(KeyedProcessFunction):
 
     def _park(self, run: RunState, suspension: Suspension, ctx: Any) -> None:
         self._parked[run.key] = (run, suspension)
+        self._in_flight.add(suspension.future)
+        suspension.future.add_done_callback(self._in_flight.discard)
+        run.parked = True
         self._run.update(run)
         self._poll_later(ctx)
         ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
@@ -215,7 +224,5 @@ class AgentDispatcher(KeyedProcessFunction):
 
     def _respect_in_flight_limit(self) -> None:
         """Block (backpressure) while too many durable calls are running."""
-        busy = [s.future for _, s in self._parked.values() if not s.future.done()]
-        while len(busy) >= self.options.max_in_flight:
-            wait(busy, return_when=FIRST_COMPLETED)
-            busy = [f for f in busy if not f.done()]
+        while len(self._in_flight) >= self.options.max_in_flight:
+            wait(list(self._in_flight), return_when=FIRST_COMPLETED)
