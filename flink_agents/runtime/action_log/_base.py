@@ -1,0 +1,286 @@
+"""The action log interface and its record types (design section 5).
+
+Flink rolls state back to the last checkpoint and the source replays; the action log lives
+outside Flink state so that replayed actions are not paid for twice. Per action identity it
+holds either the **completed record** (memory deltas, events, durable-call results: enough
+to re-apply the action without running it) or the **partial calls** of an action that was
+interrupted (durable-call results to reuse when it runs again).
+
+Backends store opaque payloads made by an injected ``Serializer``; the encoding helpers here
+are shared by every backend so that all of them store exactly the same bytes.
+"""
+
+from __future__ import annotations
+
+import pickle
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._events import Event
+from flink_agents.memory import MemoryDelta
+
+PAYLOAD_VERSION = 1
+"""Version of the payload layout inside the serialized bytes (not of the SQL schema)."""
+
+
+@dataclass(frozen=True)
+class ActionIdentity:
+    """What makes one execution of an action the same across a replay.
+
+    ``key`` is the canonical string the runtime makes of the Flink key; ``run_sequence`` is
+    restored with Flink state, so a replayed input gets the same identity.
+    """
+
+    job: str
+    key: str
+    run_sequence: int
+    step: int
+    action: str
+
+
+@dataclass(frozen=True)
+class DurableCall:
+    """One ``ctx.durable_execute`` call of an action: what was called and how it ended.
+
+    ``function`` and ``args_digest`` detect a call that no longer matches on replay.
+    ``error`` is set when the call raised; ``result`` is then None.
+    """
+
+    index: int
+    function: str
+    args_digest: str
+    result: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    """A completed action: everything needed to re-apply it without running it.
+
+    ``epoch`` says which checkpoint interval wrote it; ``ActionLog.prune`` drops records by it.
+    """
+
+    identity: ActionIdentity
+    sensory: MemoryDelta
+    short_term: MemoryDelta
+    events: tuple[Event, ...]
+    calls: tuple[DurableCall, ...]
+    epoch: int
+
+
+class RecordedError(Exception):
+    """Stands in for a durable call's exception that could not be stored as itself.
+
+    Exceptions often do not survive pickling (keyword-only constructor arguments, attributes
+    holding sockets or HTTP responses). Rather than writing a record that cannot be read back
+    during recovery, the log keeps the original's type name and message in this error.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(type_name, message)
+        self.type_name = type_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.message}"
+
+
+class ActionLogError(FlinkAgentsError):
+    """The action log cannot store or read a record (e.g. a result that cannot be serialized)."""
+
+
+class Serializer(Protocol):
+    """Turns record payloads into bytes and back. Must round-trip pydantic events, memory
+    values (``ObjectMarker`` included) and durable-call results."""
+
+    def dumps(self, obj: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+class PickleSerializer:
+    """The default serializer: pickle, at a fixed protocol so every writer makes the same bytes.
+
+    The log is read only by the job's own code, which is trusted; pickle is not safe for data
+    from anyone else.
+    """
+
+    protocol = 5
+
+    def dumps(self, obj: Any) -> bytes:
+        return pickle.dumps(obj, protocol=self.protocol)
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+
+class ActionLog(ABC):
+    """Durable record of what each action did, keyed by ``ActionIdentity``.
+
+    Implementer obligations:
+
+    - ``setup()`` creates or migrates the storage and is idempotent, also when several
+      processes call it at once. Other methods may assume it was called.
+    - Every method is safe to call from several threads of one process; backends shared by
+      processes (SQLite file, PostgreSQL) are also safe across processes.
+    - Writes are durable and atomic when the method returns: a reader never sees a completed
+      record without its events, nor a call without the calls before it.
+    - Values are stored through the serializer, never by reference: changing an object after
+      recording it does not change the log.
+    - ``job`` partitions everything: no method ever reads or removes another job's rows.
+    """
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Create or migrate the storage; safe to call any number of times."""
+
+    @abstractmethod
+    def completed(self, identity: ActionIdentity) -> ActionRecord | None:
+        """The completed record of ``identity``, or None if that action never completed."""
+
+    @abstractmethod
+    def calls(self, identity: ActionIdentity) -> list[DurableCall]:
+        """The durable calls recorded for an action that has not completed, by index.
+
+        Returns an empty list for an unknown identity and for a completed one (whose calls
+        are in its record).
+        """
+
+    @abstractmethod
+    def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
+        """Store ``call`` at ``call.index``, replacing any call there and dropping later ones.
+
+        Overwriting is how a replay corrects a call that no longer matches: everything the
+        action did after it is void. All partial calls of one identity then carry the
+        largest epoch any of them was recorded at, so ``prune`` keeps or removes them
+        together and never leaves a hole in the index sequence.
+
+        Raises:
+            ActionLogError: the result cannot be serialized (errors that cannot be are
+                stored as ``RecordedError`` instead).
+        """
+
+    @abstractmethod
+    def complete(self, record: ActionRecord) -> None:
+        """Store ``record`` and delete its identity's partial calls, in one transaction.
+
+        Completing an identity again replaces the earlier record.
+
+        Raises:
+            ActionLogError: part of the record cannot be serialized.
+        """
+
+    @abstractmethod
+    def prune(self, job: str, before_epoch: int) -> int:
+        """Delete ``job``'s completed records and partial calls with epoch < ``before_epoch``.
+
+        Epochs are the caller's: a record written while checkpoint N is pending (the last
+        completed one being N - 1) should carry epoch N; once checkpoint N completes, no
+        restore from it or later replays those actions, so ``prune(job, N + 1)`` is safe for
+        completed records. Partial calls are different: an action still in flight at
+        checkpoint N runs again after a restore from N and needs its calls, so the caller must
+        not pass a ``before_epoch`` above the epoch of any action still in flight.
+
+        Returns:
+            The number of actions removed (completed ones plus interrupted ones), so that
+            ``count`` drops by exactly this much.
+        """
+
+    @abstractmethod
+    def count(self, job: str) -> int:
+        """The number of actions the log holds for ``job``: completed plus interrupted."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the log is unusable afterwards. Idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# -- payload encoding shared by every backend ----------------------------------------------
+# Payloads hold plain tuples and dicts rather than the dataclasses above, so that renaming or
+# moving these classes does not make existing logs unreadable.
+
+
+def _dumps(serializer: Serializer, obj: Any, what: str) -> bytes:
+    try:
+        return serializer.dumps(obj)
+    except Exception as error:
+        raise ActionLogError(f"cannot serialize {what} for the action log: {error}") from error
+
+
+def storable_error(serializer: Serializer, error: BaseException | None) -> BaseException | None:
+    """``error`` itself if it survives a serializer round trip, else a ``RecordedError``."""
+    if error is None or isinstance(error, RecordedError):
+        return error
+    try:
+        copy = serializer.loads(serializer.dumps(error))
+        if type(copy) is type(error):
+            return error
+    except Exception:
+        pass
+    kind = type(error)
+    return RecordedError(f"{kind.__module__}.{kind.__qualname__}", str(error))
+
+
+def _call_tuple(serializer: Serializer, call: DurableCall) -> tuple[Any, ...]:
+    error = storable_error(serializer, call.error)
+    return (call.index, call.function, call.args_digest, call.result, error)
+
+
+def _call_from(parts: tuple[Any, ...]) -> DurableCall:
+    index, function, args_digest, result, error = parts
+    return DurableCall(index, function, args_digest, result, error)
+
+
+def encode_call(serializer: Serializer, call: DurableCall) -> bytes:
+    """The payload of a partial call."""
+    what = f"the result of durable call {call.index} ({call.function})"
+    return _dumps(serializer, (PAYLOAD_VERSION, _call_tuple(serializer, call)), what)
+
+
+def decode_call(serializer: Serializer, payload: bytes) -> DurableCall:
+    _version, parts = serializer.loads(payload)
+    return _call_from(parts)
+
+
+def _delta_tuple(delta: MemoryDelta) -> tuple[Any, ...]:
+    return (delta.cleared, dict(delta.puts), tuple(delta.removals))
+
+
+def encode_record(serializer: Serializer, record: ActionRecord) -> bytes:
+    """The payload of a completed record (its identity and epoch are stored beside it)."""
+    body = {
+        "sensory": _delta_tuple(record.sensory),
+        "short_term": _delta_tuple(record.short_term),
+        "events": tuple(record.events),
+        "calls": tuple(_call_tuple(serializer, call) for call in record.calls),
+    }
+    what = f"the record of action '{record.identity.action}'"
+    return _dumps(serializer, (PAYLOAD_VERSION, body), what)
+
+
+def decode_record(
+    serializer: Serializer, identity: ActionIdentity, epoch: int, payload: bytes
+) -> ActionRecord:
+    _version, body = serializer.loads(payload)
+    return ActionRecord(
+        identity=identity,
+        sensory=MemoryDelta(*body["sensory"]),
+        short_term=MemoryDelta(*body["short_term"]),
+        events=tuple(body["events"]),
+        calls=tuple(_call_from(parts) for parts in body["calls"]),
+        epoch=epoch,
+    )

@@ -1,0 +1,102 @@
+"""The in-memory reference backend: the semantics every other backend must match.
+
+It stores serialized bytes, like the durable backends, so that tests on it catch values the
+serializer cannot handle and callers cannot change a record after writing it. It does not
+survive the process, so it suits the local runner and tests, not recovery.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from flink_agents.runtime.action_log._base import (
+    ActionIdentity,
+    ActionLog,
+    ActionRecord,
+    DurableCall,
+    PickleSerializer,
+    Serializer,
+    decode_call,
+    decode_record,
+    encode_call,
+    encode_record,
+)
+
+
+class _Partial:
+    """The partial calls of one identity: one shared epoch and the payload of each index."""
+
+    __slots__ = ("epoch", "payloads")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.payloads: dict[int, bytes] = {}
+
+
+class InMemoryActionLog(ActionLog):
+    """An ``ActionLog`` in a dict, guarded by one lock."""
+
+    def __init__(self, serializer: Serializer | None = None) -> None:
+        self.serializer = serializer or PickleSerializer()
+        self._lock = threading.Lock()
+        self._records: dict[ActionIdentity, tuple[int, bytes]] = {}
+        self._partials: dict[ActionIdentity, _Partial] = {}
+
+    def setup(self) -> None:
+        """Nothing to create."""
+
+    def completed(self, identity: ActionIdentity) -> ActionRecord | None:
+        with self._lock:
+            stored = self._records.get(identity)
+        if stored is None:
+            return None
+        epoch, payload = stored
+        return decode_record(self.serializer, identity, epoch, payload)
+
+    def calls(self, identity: ActionIdentity) -> list[DurableCall]:
+        with self._lock:
+            partial = self._partials.get(identity)
+            payloads = (
+                [] if partial is None else [partial.payloads[i] for i in sorted(partial.payloads)]
+            )
+        return [decode_call(self.serializer, payload) for payload in payloads]
+
+    def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
+        payload = encode_call(self.serializer, call)
+        with self._lock:
+            partial = self._partials.setdefault(identity, _Partial(epoch))
+            for index in [i for i in partial.payloads if i >= call.index]:
+                del partial.payloads[index]
+            partial.payloads[call.index] = payload
+            partial.epoch = max(partial.epoch, epoch)
+
+    def complete(self, record: ActionRecord) -> None:
+        payload = encode_record(self.serializer, record)
+        with self._lock:
+            self._records[record.identity] = (record.epoch, payload)
+            self._partials.pop(record.identity, None)
+
+    def prune(self, job: str, before_epoch: int) -> int:
+        with self._lock:
+            old = [
+                i
+                for i, (epoch, _) in self._records.items()
+                if i.job == job and epoch < before_epoch
+            ]
+            for identity in old:
+                del self._records[identity]
+            stale = [
+                i for i, p in self._partials.items() if i.job == job and p.epoch < before_epoch
+            ]
+            for identity in stale:
+                del self._partials[identity]
+        return len(old) + len(stale)
+
+    def count(self, job: str) -> int:
+        with self._lock:
+            return sum(i.job == job for i in self._records) + sum(
+                i.job == job for i in self._partials
+            )
+
+    def close(self) -> None:
+        """Nothing to release; the records stay readable."""

@@ -1,0 +1,206 @@
+"""The shared backend for clusters: PostgreSQL through psycopg 3 (imported only here).
+
+Every task manager of a job writes to the same database, so the log survives losing any of
+them. One connection per log, shared by the threads of a process behind a lock; writes are
+single transactions, and every operation is idempotent, so after a dropped connection the
+operation is retried once on a new one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from flink_agents.runtime.action_log._base import (
+    ActionIdentity,
+    ActionLog,
+    ActionRecord,
+    DurableCall,
+    PickleSerializer,
+    Serializer,
+    decode_call,
+    decode_record,
+    encode_call,
+    encode_record,
+)
+
+T = TypeVar("T")
+
+_SETUP_LOCK = 0x666C696E6B5F616C  # pg_advisory_xact_lock key: concurrent setup() calls queue
+_ID = "job, run_key, run_sequence, step, action"
+_WHERE_ID = "job = %s AND run_key = %s AND run_sequence = %s AND step = %s AND action = %s"
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        f"""CREATE TABLE action_log_records (
+            job TEXT NOT NULL, run_key TEXT NOT NULL, run_sequence BIGINT NOT NULL,
+            step BIGINT NOT NULL, action TEXT NOT NULL,
+            epoch BIGINT NOT NULL, payload BYTEA NOT NULL,
+            PRIMARY KEY ({_ID}))""",
+        "CREATE INDEX action_log_records_epoch ON action_log_records (job, epoch)",
+        f"""CREATE TABLE action_log_calls (
+            job TEXT NOT NULL, run_key TEXT NOT NULL, run_sequence BIGINT NOT NULL,
+            step BIGINT NOT NULL, action TEXT NOT NULL, call_index INTEGER NOT NULL,
+            function TEXT NOT NULL, args_digest TEXT NOT NULL,
+            epoch BIGINT NOT NULL, payload BYTEA NOT NULL,
+            PRIMARY KEY ({_ID}, call_index))""",
+        "CREATE INDEX action_log_calls_epoch ON action_log_calls (job, epoch)",
+    ),
+)
+"""Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
+
+
+def _key(identity: ActionIdentity) -> tuple[str, str, int, int, str]:
+    return (identity.job, identity.key, identity.run_sequence, identity.step, identity.action)
+
+
+class PostgresActionLog(ActionLog):
+    """An ``ActionLog`` in PostgreSQL.
+
+    Args:
+        conninfo: a libpq connection string or ``postgresql://`` URL.
+        serializer: how payloads become bytes (pickle by default).
+    """
+
+    def __init__(self, conninfo: str, serializer: Serializer | None = None) -> None:
+        self.conninfo = conninfo
+        self.serializer = serializer or PickleSerializer()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._closed:
+            raise RuntimeError("the action log is closed")
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = psycopg.connect(self.conninfo, autocommit=True)
+        return self._conn
+
+    def _run(self, operation: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``operation`` in one transaction, once more on a new connection if it broke."""
+        with self._lock:
+            try:
+                return self._transact(operation)
+            except psycopg.OperationalError:
+                if self._conn is None or not self._conn.broken:
+                    raise
+            return self._transact(operation)
+
+    def _transact(self, operation: Callable[[psycopg.Connection[Any]], T]) -> T:
+        conn = self._connection()
+        with conn.transaction():
+            return operation(conn)
+
+    def setup(self) -> None:
+        def migrate(conn: psycopg.Connection[Any]) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+            conn.execute("CREATE TABLE IF NOT EXISTS action_log_schema (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT MAX(version) FROM action_log_schema").fetchone()
+            version = (row[0] if row else None) or 0
+            for statements in MIGRATIONS[version:]:
+                for statement in statements:
+                    conn.execute(statement)
+            if version < len(MIGRATIONS):
+                conn.execute("DELETE FROM action_log_schema")
+                conn.execute("INSERT INTO action_log_schema VALUES (%s)", (len(MIGRATIONS),))
+
+        self._run(migrate)
+
+    def completed(self, identity: ActionIdentity) -> ActionRecord | None:
+        row = self._run(
+            lambda conn: conn.execute(
+                f"SELECT epoch, payload FROM action_log_records WHERE {_WHERE_ID}",
+                _key(identity),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return decode_record(self.serializer, identity, row[0], bytes(row[1]))
+
+    def calls(self, identity: ActionIdentity) -> list[DurableCall]:
+        rows = self._run(
+            lambda conn: conn.execute(
+                f"SELECT payload FROM action_log_calls WHERE {_WHERE_ID} ORDER BY call_index",
+                _key(identity),
+            ).fetchall()
+        )
+        return [decode_call(self.serializer, bytes(row[0])) for row in rows]
+
+    def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
+        payload = encode_call(self.serializer, call)
+        key = _key(identity)
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(
+                f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index > %s",
+                (*key, call.index),
+            )
+            conn.execute(
+                f"INSERT INTO action_log_calls ({_ID}, call_index, function, args_digest, epoch,"
+                " payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                f" ON CONFLICT ({_ID}, call_index) DO UPDATE SET function = excluded.function,"
+                " args_digest = excluded.args_digest, epoch = excluded.epoch,"
+                " payload = excluded.payload",
+                (*key, call.index, call.function, call.args_digest, epoch, payload),
+            )
+            conn.execute(
+                "UPDATE action_log_calls SET epoch = (SELECT MAX(epoch) FROM action_log_calls"
+                f" WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
+                (*key, *key),
+            )
+
+        self._run(write)
+
+    def complete(self, record: ActionRecord) -> None:
+        payload = encode_record(self.serializer, record)
+        key = _key(record.identity)
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(
+                f"INSERT INTO action_log_records ({_ID}, epoch, payload)"
+                f" VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT ({_ID})"
+                " DO UPDATE SET epoch = excluded.epoch, payload = excluded.payload",
+                (*key, record.epoch, payload),
+            )
+            conn.execute(f"DELETE FROM action_log_calls WHERE {_WHERE_ID}", key)
+
+        self._run(write)
+
+    def prune(self, job: str, before_epoch: int) -> int:
+        def delete(conn: psycopg.Connection[Any]) -> int:
+            # All partial calls of one identity share an epoch (see record_call), so counting
+            # distinct identities counts whole interrupted actions.
+            row = conn.execute(
+                f"WITH gone AS (DELETE FROM action_log_calls WHERE job = %s AND epoch < %s"
+                f" RETURNING {_ID}) SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM gone) g",
+                (job, before_epoch),
+            ).fetchone()
+            partial = row[0] if row else 0
+            removed = conn.execute(
+                "DELETE FROM action_log_records WHERE job = %s AND epoch < %s",
+                (job, before_epoch),
+            ).rowcount
+            return partial + removed
+
+        return self._run(delete)
+
+    def count(self, job: str) -> int:
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT (SELECT COUNT(*) FROM action_log_records WHERE job = %s)"
+                f" + (SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM action_log_calls"
+                " WHERE job = %s) d)",
+                (job, job),
+            ).fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,205 @@
+"""The embedded backend: one SQLite file, the default for local runs and the MiniCluster.
+
+WAL journal mode lets readers go on while one process writes; the busy timeout makes a
+writer wait for another process's transaction instead of failing. Within a process one
+connection is shared by all threads behind a lock (SQLite serializes writers anyway).
+Writes start with ``BEGIN IMMEDIATE`` so a transaction takes the write lock up front and
+never has to upgrade a read lock, which is where SQLite would fail without waiting.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from flink_agents.runtime.action_log._base import (
+    ActionIdentity,
+    ActionLog,
+    ActionRecord,
+    DurableCall,
+    PickleSerializer,
+    Serializer,
+    decode_call,
+    decode_record,
+    encode_call,
+    encode_record,
+)
+
+BUSY_TIMEOUT_MS = 30_000
+
+_ID = "job, run_key, run_sequence, step, action"
+_WHERE_ID = "job = ? AND run_key = ? AND run_sequence = ? AND step = ? AND action = ?"
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        f"""CREATE TABLE action_log_records (
+            job TEXT NOT NULL, run_key TEXT NOT NULL, run_sequence INTEGER NOT NULL,
+            step INTEGER NOT NULL, action TEXT NOT NULL,
+            epoch INTEGER NOT NULL, payload BLOB NOT NULL,
+            PRIMARY KEY ({_ID}))""",
+        "CREATE INDEX action_log_records_epoch ON action_log_records (job, epoch)",
+        f"""CREATE TABLE action_log_calls (
+            job TEXT NOT NULL, run_key TEXT NOT NULL, run_sequence INTEGER NOT NULL,
+            step INTEGER NOT NULL, action TEXT NOT NULL, call_index INTEGER NOT NULL,
+            function TEXT NOT NULL, args_digest TEXT NOT NULL,
+            epoch INTEGER NOT NULL, payload BLOB NOT NULL,
+            PRIMARY KEY ({_ID}, call_index))""",
+        "CREATE INDEX action_log_calls_epoch ON action_log_calls (job, epoch)",
+    ),
+)
+"""Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
+
+
+def _path_of(path_or_url: str | Path) -> str:
+    text = str(path_or_url)
+    return text[len("sqlite://") :] if text.startswith("sqlite://") else text
+
+
+def _key(identity: ActionIdentity) -> tuple[str, str, int, int, str]:
+    return (identity.job, identity.key, identity.run_sequence, identity.step, identity.action)
+
+
+class SqliteActionLog(ActionLog):
+    """An ``ActionLog`` in a SQLite file.
+
+    Args:
+        path_or_url: a file path or ``sqlite:///abs/path.db``; missing parent directories
+            are created. ``:memory:`` gives a private, non-durable database.
+        serializer: how payloads become bytes (pickle by default).
+    """
+
+    def __init__(self, path_or_url: str | Path, serializer: Serializer | None = None) -> None:
+        self.path = _path_of(path_or_url)
+        self.serializer = serializer or PickleSerializer()
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = sqlite3.connect(
+            self.path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,  # transactions are explicit below
+            check_same_thread=False,  # shared by threads, serialized by self._lock
+        )
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        # WAL with NORMAL is durable against process crashes, which is what Flink recovery
+        # is about; only an OS crash may lose the last transactions.
+        self._db.execute("PRAGMA synchronous = NORMAL")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._connection()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the action log is closed")
+        return self._db
+
+    def setup(self) -> None:
+        with self._write() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS action_log_schema (version INTEGER NOT NULL)")
+            row = db.execute("SELECT MAX(version) FROM action_log_schema").fetchone()
+            version = row[0] or 0
+            for statements in MIGRATIONS[version:]:
+                for statement in statements:
+                    db.execute(statement)
+            if version < len(MIGRATIONS):
+                db.execute("DELETE FROM action_log_schema")
+                db.execute("INSERT INTO action_log_schema VALUES (?)", (len(MIGRATIONS),))
+
+    def completed(self, identity: ActionIdentity) -> ActionRecord | None:
+        with self._read() as db:
+            row = db.execute(
+                f"SELECT epoch, payload FROM action_log_records WHERE {_WHERE_ID}", _key(identity)
+            ).fetchone()
+        if row is None:
+            return None
+        return decode_record(self.serializer, identity, row[0], row[1])
+
+    def calls(self, identity: ActionIdentity) -> list[DurableCall]:
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT payload FROM action_log_calls WHERE {_WHERE_ID} ORDER BY call_index",
+                _key(identity),
+            ).fetchall()
+        return [decode_call(self.serializer, row[0]) for row in rows]
+
+    def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
+        payload = encode_call(self.serializer, call)
+        key = _key(identity)
+        with self._write() as db:
+            db.execute(
+                f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index >= ?",
+                (*key, call.index),
+            )
+            db.execute(
+                f"INSERT INTO action_log_calls ({_ID}, call_index, function, args_digest, epoch,"
+                " payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key, call.index, call.function, call.args_digest, epoch, payload),
+            )
+            db.execute(
+                f"UPDATE action_log_calls SET epoch = (SELECT MAX(epoch) FROM action_log_calls"
+                f" WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
+                (*key, *key),
+            )
+
+    def complete(self, record: ActionRecord) -> None:
+        payload = encode_record(self.serializer, record)
+        key = _key(record.identity)
+        with self._write() as db:
+            db.execute(
+                f"INSERT INTO action_log_records ({_ID}, epoch, payload)"
+                f" VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT ({_ID})"
+                " DO UPDATE SET epoch = excluded.epoch, payload = excluded.payload",
+                (*key, record.epoch, payload),
+            )
+            db.execute(f"DELETE FROM action_log_calls WHERE {_WHERE_ID}", key)
+
+    def prune(self, job: str, before_epoch: int) -> int:
+        with self._write() as db:
+            # All partial calls of one identity share an epoch (see record_call), so counting
+            # distinct identities counts whole interrupted actions.
+            partial = db.execute(
+                f"SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM action_log_calls"
+                " WHERE job = ? AND epoch < ?)",
+                (job, before_epoch),
+            ).fetchone()[0]
+            db.execute(
+                "DELETE FROM action_log_calls WHERE job = ? AND epoch < ?", (job, before_epoch)
+            )
+            removed = db.execute(
+                "DELETE FROM action_log_records WHERE job = ? AND epoch < ?", (job, before_epoch)
+            ).rowcount
+        return removed + partial
+
+    def count(self, job: str) -> int:
+        with self._read() as db:
+            # One statement, so both counts come from the same snapshot.
+            return db.execute(
+                "SELECT (SELECT COUNT(*) FROM action_log_records WHERE job = ?)"
+                f" + (SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM action_log_calls"
+                " WHERE job = ?))",
+                (job, job),
+            ).fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

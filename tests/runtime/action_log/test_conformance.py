@@ -1,0 +1,275 @@
+"""The conformance suite: one spec per ``ActionLog`` operation, run against every backend."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from flink_agents.memory import MemoryDelta, ObjectMarker
+from flink_agents.runtime.action_log import (
+    ActionLog,
+    ActionLogError,
+    ActionRecord,
+    DurableCall,
+    RecordedError,
+)
+from tests.runtime.action_log.conftest import Backend
+from tests.runtime.action_log.records import (
+    Answer,
+    KeywordOnlyError,
+    NoteEvent,
+    QuotaError,
+    ScoreEvent,
+    ident,
+)
+
+SENSORY = MemoryDelta(
+    cleared=True,
+    puts={"": ObjectMarker(("req",)), "req": ObjectMarker(("text",)), "req.text": "hi"},
+)
+SHORT_TERM = MemoryDelta(
+    cleared=False,
+    puts={
+        "": ObjectMarker(("answer", "history")),
+        "answer": Answer(text="42", confidence=0.9),
+        "history": [{"role": "user", "content": "hi"}, None, 1.5, b"raw"],
+    },
+    removals=("stale", "stale.x"),
+)
+
+
+def record(identity=None, *, epoch: int = 1, text: str = "done", calls=()) -> ActionRecord:
+    """A completed record; its events have fixed ids so that equal calls give equal records."""
+    identity = identity or ident()
+    ids = [uuid.uuid5(uuid.NAMESPACE_OID, f"{identity}-{text}-{n}") for n in range(2)]
+    return ActionRecord(
+        identity=identity,
+        sensory=SENSORY,
+        short_term=SHORT_TERM,
+        events=(
+            NoteEvent(id=ids[0], text=text),
+            ScoreEvent(id=ids[1], score=0.5, tags=["a", "b"]),
+        ),
+        calls=tuple(calls),
+        epoch=epoch,
+    )
+
+
+def call(index: int, result: Any = None, *, function: str = "llm", digest: str = "d0"):
+    return DurableCall(index=index, function=function, args_digest=digest, result=result)
+
+
+def summary(calls: list[DurableCall]) -> list[tuple[int, str, str, Any]]:
+    return [(c.index, c.function, c.args_digest, c.result) for c in calls]
+
+
+def test_setup_is_idempotent(log: ActionLog, backend: Backend) -> None:
+    """setup() may run again, also from another instance, without losing records."""
+    log.complete(record())
+    log.setup()
+    backend.open().setup()
+    assert log.completed(ident()) == record()
+
+
+def test_completed_returns_none_for_unknown_identity(log: ActionLog) -> None:
+    """completed() of an identity never recorded is None."""
+    log.complete(record(ident(step=1)))
+    assert log.completed(ident(step=2)) is None
+
+
+def test_complete_round_trips_deltas_and_events(log: ActionLog) -> None:
+    """complete() then completed() returns equal deltas (clears and markers) and events."""
+    written = record(epoch=7)
+    read = log.completed(ident())
+    assert read is None
+    log.complete(written)
+    read = log.completed(ident())
+    assert read == written
+    assert read.sensory.cleared and read.short_term.removals == ("stale", "stale.x")
+    assert type(read.sensory.puts["req"]) is ObjectMarker
+    assert [e.id for e in read.events] == [e.id for e in written.events]
+    assert [type(e) for e in read.events] == [NoteEvent, ScoreEvent]
+    assert read.epoch == 7
+
+
+def test_complete_round_trips_call_results_and_errors(log: ActionLog) -> None:
+    """complete() keeps call results of several types and errors with type and message."""
+    results = ["text", {"k": [1, 2]}, None, 3.25, b"\x00\xff", Answer(text="a", confidence=1.0)]
+    calls = [call(i, r, digest=f"d{i}") for i, r in enumerate(results)]
+    calls.append(DurableCall(len(calls), "tool", "dx", error=QuotaError("over quota")))
+    calls.append(DurableCall(len(calls), "tool", "dy", error=ValueError("bad", 3)))
+    log.complete(record(calls=calls))
+    read = log.completed(ident()).calls
+    assert summary(list(read[: len(results)])) == summary(calls[: len(results)])
+    quota, value = read[-2].error, read[-1].error
+    assert type(quota) is QuotaError and str(quota) == "over quota" and read[-2].result is None
+    assert type(value) is ValueError and value.args == ("bad", 3)
+
+
+def test_unreadable_error_is_stored_as_recorded_error(log: ActionLog) -> None:
+    """An error pickle cannot read back is stored as a RecordedError with type and message."""
+    failed = DurableCall(0, "tool", "d", error=KeywordOnlyError(code=7))
+    log.record_call(ident(), failed, epoch=1)
+    log.complete(record(ident(step=2), calls=[failed]))
+    for read in (log.calls(ident())[0].error, log.completed(ident(step=2)).calls[0].error):
+        assert type(read) is RecordedError
+        assert read.type_name == f"{KeywordOnlyError.__module__}.KeywordOnlyError"
+        assert read.message == "failed with code 7"
+
+
+def test_unserializable_result_raises_and_records_nothing(log: ActionLog) -> None:
+    """A result the serializer cannot handle raises ActionLogError and writes nothing."""
+    with pytest.raises(ActionLogError, match="durable call 0"):
+        log.record_call(ident(), call(0, lambda: None), epoch=1)
+    with pytest.raises(ActionLogError, match="action 'act'"):
+        log.complete(record(calls=[call(0, threading.Lock())]))
+    assert log.calls(ident()) == [] and log.completed(ident()) is None
+    assert log.count("job-1") == 0
+
+
+def test_records_do_not_alias_caller_objects(log: ActionLog) -> None:
+    """Changing an object after recording it does not change the log."""
+    result = {"items": [1]}
+    log.record_call(ident(), call(0, result), epoch=1)
+    result["items"].append(2)
+    assert log.calls(ident())[0].result == {"items": [1]}
+
+
+def test_complete_overwrites(log: ActionLog) -> None:
+    """Completing an identity again replaces its record and epoch."""
+    log.complete(record(text="first", epoch=1))
+    log.complete(record(text="second", epoch=2))
+    read = log.completed(ident())
+    assert read.events[0].text == "second" and read.epoch == 2
+    assert log.count("job-1") == 1
+
+
+def test_record_call_then_calls_in_order(log: ActionLog) -> None:
+    """record_call() entries come back from calls() in index order."""
+    assert log.calls(ident()) == []
+    for i in range(4):
+        log.record_call(ident(), call(i, f"r{i}", digest=f"d{i}"), epoch=1)
+    assert summary(log.calls(ident())) == [(i, "llm", f"d{i}", f"r{i}") for i in range(4)]
+    assert log.completed(ident()) is None
+
+
+def test_record_call_overwrite_drops_later_calls(log: ActionLog) -> None:
+    """record_call() at an existing index replaces it and drops every later index."""
+    for i in range(4):
+        log.record_call(ident(), call(i, f"r{i}"), epoch=1)
+    log.record_call(ident(), call(1, "fixed", function="tool", digest="new"), epoch=1)
+    assert summary(log.calls(ident())) == [(0, "llm", "d0", "r0"), (1, "tool", "new", "fixed")]
+
+
+def test_complete_removes_partial_calls(log: ActionLog) -> None:
+    """complete() deletes the identity's partial calls (they live on in the record)."""
+    calls = [call(0, "r0"), call(1, "r1")]
+    for c in calls:
+        log.record_call(ident(), c, epoch=1)
+    log.record_call(ident(step=2), call(0, "other"), epoch=1)
+    log.complete(record(calls=calls))
+    assert log.calls(ident()) == []
+    assert summary(list(log.completed(ident()).calls)) == summary(calls)
+    assert summary(log.calls(ident(step=2))) == [(0, "llm", "d0", "other")]
+
+
+def test_prune_removes_only_older_epochs_of_the_job(log: ActionLog) -> None:
+    """prune() deletes the job's records and partial calls below the epoch, returns the count."""
+    for epoch in (1, 2, 3):
+        log.complete(record(ident(step=epoch), epoch=epoch))
+        log.complete(record(ident(job="job-2", step=epoch), epoch=epoch))
+    log.record_call(ident(step=10), call(0), epoch=1)
+    log.record_call(ident(step=11), call(0), epoch=3)
+    before = log.count("job-1")
+    assert log.prune("job-1", before_epoch=3) == 3
+    assert log.count("job-1") == before - 3
+    assert [log.completed(ident(step=s)) is not None for s in (1, 2, 3)] == [False, False, True]
+    assert log.calls(ident(step=10)) == [] and len(log.calls(ident(step=11))) == 1
+    assert log.count("job-2") == 3
+    assert log.prune("job-1", before_epoch=3) == 0
+
+
+def test_partial_calls_of_an_action_are_pruned_together(log: ActionLog) -> None:
+    """Partial calls of one action take its latest epoch, so prune never leaves a hole."""
+    log.record_call(ident(), call(0, "r0"), epoch=1)
+    log.record_call(ident(), call(1, "r1"), epoch=2)
+    assert log.prune("job-1", before_epoch=2) == 0
+    assert summary(log.calls(ident())) == [(0, "llm", "d0", "r0"), (1, "llm", "d0", "r1")]
+    assert log.prune("job-1", before_epoch=3) == 1
+    assert log.calls(ident()) == []
+
+
+def test_count(log: ActionLog) -> None:
+    """count() is the job's completed plus interrupted actions."""
+    assert log.count("job-1") == 0
+    log.complete(record(ident(step=1)))
+    log.complete(record(ident(step=2)))
+    log.record_call(ident(step=3), call(0), epoch=1)
+    log.record_call(ident(step=3), call(1), epoch=1)
+    log.complete(record(ident(job="job-2")))
+    assert log.count("job-1") == 3
+    assert log.count("job-2") == 1
+    assert log.count("job-3") == 0
+
+
+def test_jobs_and_keys_are_isolated(log: ActionLog) -> None:
+    """Records of one job or key are never seen under another."""
+    log.complete(record(ident(job="a", key="k1"), text="a-k1"))
+    log.record_call(ident(job="a", key="k1", step=2), call(0, "a-k1"), epoch=1)
+    for other in (ident(job="b", key="k1"), ident(job="a", key="k2")):
+        assert log.completed(other) is None
+        assert log.calls(dataclasses.replace(other, step=2)) == []
+    assert log.prune("b", before_epoch=100) == 0
+    assert log.completed(ident(job="a", key="k1")).events[0].text == "a-k1"
+
+
+def test_second_instance_sees_records(log: ActionLog, backend: Backend) -> None:
+    """Another log opened on the same store (another process) reads what this one wrote."""
+    log.complete(record())
+    log.record_call(ident(step=2), call(0, "partial"), epoch=1)
+    other = backend.open()
+    assert other.completed(ident()) == record()
+    assert summary(other.calls(ident(step=2))) == [(0, "llm", "d0", "partial")]
+    other.complete(record(ident(step=3)))
+    assert log.count("job-1") == 3
+
+
+def test_concurrent_writers(log: ActionLog, backend: Backend) -> None:
+    """Threads writing through one shared log and through their own logs lose nothing."""
+    threads, per_thread = 6, 15
+    own = [backend.open() for _ in range(threads // 2)]
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        target = log if n % 2 == 0 else own[n // 2]
+        try:
+            for i in range(per_thread):
+                identity = ident(key=f"t{n}", step=i)
+                target.record_call(identity, call(0, i), epoch=1)
+                target.record_call(identity, call(1, i), epoch=1)
+                target.complete(record(identity, calls=target.calls(identity)))
+        except BaseException as error:
+            errors.append(error)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    assert log.count("job-1") == threads * per_thread
+    sample = log.completed(ident(key="t3", step=4))
+    assert [c.result for c in sample.calls] == [4, 4]
+
+
+def test_close_is_idempotent_and_context_managed(backend: Backend) -> None:
+    """close() may be called twice; a log is a context manager that closes on exit."""
+    with backend.open() as log:
+        log.complete(record())
+    log.close()
+    with backend.open() as again:
+        assert again.completed(ident()) == record()
