@@ -32,7 +32,9 @@ class AgentOptions(BaseModel):
     retry_max_backoff_ms: int = Field(10_000, alias="retry-max-backoff-ms", ge=0)
     max_steps_per_run: int = Field(10_000, alias="max-steps-per-run", ge=1)
     async_poll_interval_ms: int = Field(5, alias="async-poll-interval-ms", ge=1)
-    """How often a parked run checks whether its durable call is done."""
+    """First interval at which a parked run checks whether its durable call is done; it
+    doubles at every check, up to ``async-poll-max-interval-ms``."""
+    async_poll_max_interval_ms: int = Field(50, alias="async-poll-max-interval-ms", ge=1)
     memory_snapshots: bool = Field(False, alias="memory-snapshots")
     """Emit each key's short-term memory after every run to a side output (for demos and
     debugging: it reads the key's whole memory once per run)."""

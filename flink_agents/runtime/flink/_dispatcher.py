@@ -72,6 +72,7 @@ class AgentDispatcher(KeyedProcessFunction):
         )
         self._parked = {}
         self._in_flight: set[Future[Any]] = set()
+        self._polls: dict[Any, int] = {}
 
     def close(self) -> None:
         if self._engine is not None:
@@ -100,10 +101,13 @@ class AgentDispatcher(KeyedProcessFunction):
         run, suspension = parked
         if not suspension.future.done():
             if not draining:
-                self._poll_later(ctx)
+                polls = self._polls.get(key, 0) + 1
+                self._polls[key] = polls
+                self._poll_later(ctx, polls)
                 return
             wait([suspension.future])
         del self._parked[key]
+        self._polls.pop(key, None)
         yield from self._drive(run, ctx, draining, suspension)
 
     # -- running ---------------------------------------------------------------------------
@@ -206,11 +210,15 @@ class AgentDispatcher(KeyedProcessFunction):
         self._poll_later(ctx)
         ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
 
-    def _poll_later(self, ctx: Any) -> None:
-        now = ctx.timer_service().current_processing_time()
-        ctx.timer_service().register_processing_time_timer(
-            now + self.options.async_poll_interval_ms
+    def _poll_later(self, ctx: Any, polls: int = 0) -> None:
+        """Check a parked run again later, backing off exponentially: every timer that
+        fires costs a Python call, and hundreds of runs polling every few ms add up."""
+        interval = min(
+            self.options.async_poll_max_interval_ms,
+            self.options.async_poll_interval_ms * 2**polls,
         )
+        now = ctx.timer_service().current_processing_time()
+        ctx.timer_service().register_processing_time_timer(now + interval)
 
     def _take_pending(self) -> Any:
         pending = list(self._pending.get() or [])
