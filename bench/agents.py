@@ -1,0 +1,123 @@
+"""Agents, functions and operators the benchmarks ship to Flink.
+
+They live at module level in an importable module: plans refer to actions as
+``module:qualname`` and PyFlink pickles functions by reference. Run the benchmarks with
+``PYTHONPATH=/work/main`` so that ``bench.agents`` imports in the Python worker.
+
+In local (MiniCluster) runs the Python worker works in loopback mode, inside the client
+process, so the module-level ``COUNTS`` below are the very counters the benchmark reads
+after ``env.execute()``: a cheap check that every record produced its output.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from pyflink.common import Types
+from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.state import MapStateDescriptor
+
+from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
+
+NUM_KEYS = 128
+COUNTS: Counter[str] = Counter()
+"""Outputs produced per benchmark job, counted where they are produced (loopback only)."""
+
+
+# -- input -----------------------------------------------------------------------------------
+
+
+class ToRecord:
+    """Sequence number ``n`` -> the benchmark record ``(key, n)`` over ``num_keys`` keys."""
+
+    def __init__(self, num_keys: int = NUM_KEYS) -> None:
+        self.num_keys = num_keys
+
+    def __call__(self, n: int) -> tuple[str, int]:
+        return f"k{n % self.num_keys}", n
+
+
+def record_key(record: tuple[str, int]) -> str:
+    return record[0]
+
+
+# -- (a) state throughput --------------------------------------------------------------------
+
+
+class Counted(Event):
+    """Sent by the first action to the second."""
+
+    n: int
+    count: int
+
+
+class CounterAgent(Agent):
+    """Two actions, two short-term fields: a per-key counter and a running sum."""
+
+    @action(InputEvent)
+    @staticmethod
+    def count(event: InputEvent, ctx: Any) -> None:
+        memory = ctx.short_term_memory
+        count = (memory.get("count") or 0) + 1
+        memory.set("count", count)
+        ctx.send_event(Counted(n=event.input[1], count=count))
+
+    @action(Counted)
+    @staticmethod
+    def total(event: Counted, ctx: Any) -> None:
+        memory = ctx.short_term_memory
+        total = (memory.get("sum") or 0) + event.n
+        memory.set("sum", total)
+        COUNTS["agent"] += 1
+        ctx.send_event(OutputEvent(output=(ctx.key, event.count, total)))
+
+
+class RawCounter(KeyedProcessFunction):
+    """The same state work written directly: a MapState[str, pickled] with the same two
+    fields, one get and one put each per record, one output per record."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.memory = runtime_context.get_map_state(
+            MapStateDescriptor("short_term", Types.STRING(), Types.PICKLED_BYTE_ARRAY())
+        )
+
+    def process_element(self, value: tuple[str, int], ctx: KeyedProcessFunction.Context):
+        memory = self.memory
+        count = (memory.get("count") or 0) + 1
+        memory.put("count", count)
+        total = (memory.get("sum") or 0) + value[1]
+        memory.put("sum", total)
+        COUNTS["raw"] += 1
+        yield ctx.get_current_key(), count, total
+
+
+class PassThrough(KeyedProcessFunction):
+    """No state: the cost of the keyed Python operator alone."""
+
+    def process_element(self, value: tuple[str, int], ctx: KeyedProcessFunction.Context):
+        COUNTS["passthrough"] += 1
+        yield ctx.get_current_key(), 0, value[1]
+
+
+# -- (b) async throughput --------------------------------------------------------------------
+
+
+def sleep_then(value: int, seconds: float) -> int:
+    """A stand-in for a remote call (an LLM, a tool) that takes ``seconds``."""
+    time.sleep(seconds)
+    return value
+
+
+class SleepyAgent(Agent):
+    """One async action awaiting one durable call of ``config["seconds"]``."""
+
+    config = {"seconds": 0.2}
+
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx: Any) -> None:
+        value = await ctx.durable_execute_async(sleep_then, event.input[1], ctx.config["seconds"])
+        COUNTS["async"] += 1
+        ctx.send_event(OutputEvent(output=(ctx.key, value)))

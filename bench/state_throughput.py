@@ -1,0 +1,229 @@
+"""Benchmark (a): state throughput of the agent dispatcher against raw PyFlink.
+
+The agent (``bench.agents.CounterAgent``) runs two actions per record: the first reads a
+counter from short-term memory, writes it back +1 and sends an event; the second reads and
+writes a running sum and emits an ``OutputEvent``. The raw job (``bench.agents.RawCounter``)
+is a ``KeyedProcessFunction`` doing the same gets and puts on a ``MapState[str, pickled]``
+and emitting one output. Both read the same input (a Java number sequence mapped to
+``(key, n)`` tuples over 128 keys) and write to a discarding sink, at parallelism 1.
+
+Each job is timed end to end around ``env.execute()``. Start-up is removed by subtracting
+an empty job (source and discarding sink only) timed the same way; a second figure also
+subtracts the Python operator's own start-up (the raw job over 128 records). CPU seconds
+are those of this process (client + loopback Python worker) and of the MiniCluster JVM.
+``--thread-mode`` runs both jobs with ``python.execution-mode: thread`` (Python inside the
+JVM: its CPU then counts as JVM CPU).
+
+    PYTHONPATH=/work/main .venv/bin/python -m bench.state_throughput [--records 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from pyflink.common import Types
+
+from bench import agents
+from bench._common import (
+    Timing,
+    discard,
+    enable_thread_mode,
+    key_stream,
+    keyed_records,
+    machine_summary,
+    make_env,
+    sequence,
+    table,
+    timed,
+)
+from flink_agents.api import AgentsExecutionEnvironment
+
+GOAL = 0.7
+EMPTY, STARTUP = "empty (source -> sink)", "python start-up (raw, 128 records)"
+PASSTHROUGH, RAW, AGENT = (
+    "keyed passthrough, no state",
+    "raw KeyedProcessFunction + MapState",
+    "agent (2 actions, FlatMemory)",
+)
+
+
+def empty_job(records: int, config: dict[str, str]) -> Timing:
+    env = make_env(config=config)
+    discard(sequence(env, records))
+    return timed(env, "empty")
+
+
+def passthrough_job(records: int, config: dict[str, str]) -> Timing:
+    env = make_env(config=config)
+    stream = key_stream(keyed_records(env, records, agents.NUM_KEYS))
+    discard(stream.process(agents.PassThrough(), output_type=Types.PICKLED_BYTE_ARRAY()))
+    return _checked(timed(env, "passthrough"), "passthrough", records, config)
+
+
+def raw_job(records: int, config: dict[str, str]) -> Timing:
+    env = make_env(config=config)
+    discard(_raw_stream(env, records))
+    return _checked(timed(env, "raw MapState"), "raw", records, config)
+
+
+def agent_job(records: int, config: dict[str, str], **options) -> Timing:
+    env = make_env(config=config)
+    discard(_agent_stream(env, records, **options))
+    return _checked(timed(env, "agent"), "agent", records, config)
+
+
+def _checked(timing: Timing, name: str, records: int, config: dict[str, str]) -> Timing:
+    """Every record must have produced its output (counted in-process: loopback mode only)."""
+    produced = agents.COUNTS.pop(name, 0)
+    if produced != records and config.get("python.execution-mode") != "thread":
+        print(f"  WARNING: {name} produced {produced} outputs for {records} records", flush=True)
+    return timing
+
+
+def verify(config: dict[str, str], per_key: int = 10) -> None:
+    """Check both jobs' outputs on a small input (collected: never used for figures)."""
+    n = per_key * agents.NUM_KEYS
+    expected = {
+        f"k{k}": (per_key, sum(range(k, n, agents.NUM_KEYS))) for k in range(agents.NUM_KEYS)
+    }
+    for name, build in (("raw", _raw_stream), ("agent", _agent_stream)):
+        env = make_env(config=config)
+        with build(env, n).execute_and_collect() as results:
+            outputs = list(results)
+        final = {}
+        for key, count, total in outputs:
+            final[key] = max(final.get(key, (0, 0)), (count, total))
+        status = "ok" if len(outputs) == n and final == expected else "WRONG"
+        print(f"  verify {name}: {len(outputs)} outputs for {n} records, final values {status}")
+        if status != "ok":
+            raise SystemExit(f"{name} job produced wrong results")
+    agents.COUNTS.clear()
+
+
+def _raw_stream(env, records: int):
+    stream = key_stream(keyed_records(env, records, agents.NUM_KEYS))
+    return stream.process(agents.RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY())
+
+
+def _agent_stream(env, records: int, **options):
+    environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
+    return (
+        environment.from_datastream(
+            keyed_records(env, records, agents.NUM_KEYS),
+            key_selector=agents.record_key,
+            key_type=Types.STRING(),
+        )
+        .apply(agents.CounterAgent)
+        .to_datastream()
+    )
+
+
+def flink_config(args: argparse.Namespace) -> dict[str, str]:
+    config: dict[str, str] = {}
+    if args.bundle_size:
+        config["python.fn-execution.bundle.size"] = str(args.bundle_size)
+    if args.bundle_time:
+        config["python.fn-execution.bundle.time"] = str(args.bundle_time)
+    if args.thread_mode:
+        config["python.execution-mode"] = "thread"
+        enable_thread_mode()
+    return config
+
+
+def report(n: int, best: dict[str, Timing]) -> float:
+    """Print the table and ratios; returns the agent/raw ratio net of the empty job."""
+    empty, startup = best[EMPTY].wall, best[STARTUP].wall
+    rows = []
+    for name, t in best.items():
+        cpu_us = f"{(t.py_cpu + t.jvm_cpu) / n * 1e6:.0f}" if name not in (EMPTY, STARTUP) else ""
+        if name in (EMPTY, STARTUP):
+            rows.append((name, t.wall, t.py_cpu, t.jvm_cpu, "", "", "", "", cpu_us))
+            continue
+        net, net_py = t.wall - empty, t.wall - startup
+        rows.append(
+            (name, t.wall, t.py_cpu, t.jvm_cpu, net, n / t.wall, n / net, n / net_py, cpu_us)
+        )
+    headers = [
+        "job",
+        "wall s",
+        "py CPU s",
+        "JVM CPU s",
+        "wall-empty s",
+        "rec/s wall",
+        "rec/s net",
+        "rec/s net of py start",
+        "CPU us/rec",
+    ]
+    print(table(headers, rows))
+    raw, agent = best[RAW].wall, best[AGENT].wall
+    ratio = (raw - empty) / (agent - empty)
+    print()
+    print(f"ratio agent/raw, records/s net of the empty job: {ratio:.2f}   (goal >= {GOAL})")
+    print(f"ratio agent/raw, records/s wall clock:           {raw / agent:.2f}")
+    net_py = (raw - startup) / (agent - startup)
+    print(f"ratio agent/raw, net of the Python start-up:     {net_py:.2f}")
+    raw_cpu = best[RAW].py_cpu + best[RAW].jvm_cpu
+    agent_cpu = best[AGENT].py_cpu + best[AGENT].jvm_cpu
+    print(f"ratio agent/raw, CPU seconds (raw/agent):        {raw_cpu / agent_cpu:.2f}")
+    print(("MET" if ratio >= GOAL else "NOT MET") + f": agent/raw >= {GOAL}", flush=True)
+    return ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per job; the best counts")
+    parser.add_argument("--no-passthrough", action="store_true", help="skip the stateless job")
+    parser.add_argument("--bundle-size", type=int, help="python.fn-execution.bundle.size")
+    parser.add_argument("--bundle-time", type=int, help="python.fn-execution.bundle.time (ms)")
+    parser.add_argument(
+        "--thread-mode", action="store_true", help="python.execution-mode: thread (experimental)"
+    )
+    args = parser.parse_args(argv)
+    n = args.records
+    config = flink_config(args)
+
+    print("== (a) state throughput: agent dispatcher vs raw KeyedProcessFunction ==")
+    print(machine_summary())
+    print(
+        f"records={n:,} keys={agents.NUM_KEYS} parallelism=1 sink=DiscardingSink "
+        f"repeat={args.repeat} flink-config={config or 'defaults'}",
+        flush=True,
+    )
+
+    # Warm-up, not reported: JVM classes and JIT, the Python worker, imports; and a check
+    # that both jobs compute the same, right values.
+    verify(config)
+    empty_job(n, config)
+    raw_job(1_000, config)
+    agent_job(1_000, config)
+    agents.COUNTS.clear()
+
+    jobs: list[tuple[str, Callable[[], Timing]]] = [
+        (EMPTY, lambda: empty_job(n, config)),
+        (STARTUP, lambda: raw_job(128, config)),
+    ]
+    if not args.no_passthrough:
+        jobs.append((PASSTHROUGH, lambda: passthrough_job(n, config)))
+    jobs += [(RAW, lambda: raw_job(n, config)), (AGENT, lambda: agent_job(n, config))]
+
+    best: dict[str, Timing] = {}
+    for round_ in range(max(1, args.repeat)):
+        for name, job in jobs:
+            t = job()
+            print(
+                f"  round {round_ + 1}: {name}: {t.wall:.2f} s wall, "
+                f"{t.py_cpu:.1f} s Python CPU, {t.jvm_cpu:.1f} s JVM CPU",
+                flush=True,
+            )
+            if name not in best or t.wall < best[name].wall:
+                best[name] = t
+    print()
+    report(n, best)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
