@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from flink_agents.testing import clean_environment
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -30,7 +32,12 @@ def test_readme_datastream_example_runs_in_minicluster(tmp_path):
     script = tmp_path / "wrap.py"
     script.write_text(code)
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=180
+        [sys.executable, str(script)],
+        cwd=REPO,
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     for line in ("ana -> finance", "bo -> sre"):

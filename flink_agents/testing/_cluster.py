@@ -26,6 +26,17 @@ import yaml
 PYFLINK_HOME = Path(pyflink.__file__).parent
 
 
+def clean_environment() -> dict[str, str]:
+    """This process's environment for a child process that starts Flink jobs of its own.
+
+    After a job ran here in PyFlink's local (loopback) mode, this process carries the Python
+    worker's ``PYFLINK_GATEWAY_DISABLED``, which would stop a child from starting a gateway.
+    """
+    env = dict(os.environ)
+    env.pop("PYFLINK_GATEWAY_DISABLED", None)
+    return env
+
+
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket() as probe:
@@ -101,7 +112,7 @@ class StandaloneCluster:
 
     def environment(self) -> dict[str, str]:
         """The environment for the cluster's scripts and for ``flink run``."""
-        env = dict(os.environ)
+        env = clean_environment()
         env.update(
             FLINK_CONF_DIR=str(self.conf_dir),
             FLINK_LOG_DIR=str(self.log_dir),
