@@ -34,7 +34,7 @@ def test_readme_datastream_example_runs_in_minicluster(tmp_path):
     result = subprocess.run(
         [sys.executable, str(script)],
         cwd=REPO,
-        env=clean_environment(),
+        env={"PATH": clean_environment()["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=180,

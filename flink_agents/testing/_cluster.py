@@ -26,15 +26,31 @@ import yaml
 PYFLINK_HOME = Path(pyflink.__file__).parent
 
 
+_WORKER_VARIABLES = (
+    "BOOT_LOG_DIR",
+    "CONTROL_API_SERVICE_DESCRIPTOR",
+    "LOGGING_API_SERVICE_DESCRIPTOR",
+    "PIPELINE_OPTIONS",
+    "PYTHON_LOOPBACK_SERVER_ADDRESS",
+    "SEMI_PERSISTENT_DIRECTORY",
+    "TABLE_LOCAL_TIME_ZONE",
+    "WORKER_ID",
+)
+
+
 def clean_environment() -> dict[str, str]:
     """This process's environment for a child process that starts Flink jobs of its own.
 
     After a job ran here in PyFlink's local (loopback) mode, this process carries the Python
-    worker's ``PYFLINK_GATEWAY_DISABLED``, which would stop a child from starting a gateway.
+    worker's variables (``PYFLINK_GATEWAY_DISABLED`` among them, which stops a child from
+    starting a gateway, and the Flink home the worker found): they are left out.
     """
-    env = dict(os.environ)
-    env.pop("PYFLINK_GATEWAY_DISABLED", None)
-    return env
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("FLINK_", "PYFLINK_", "_PYFLINK_", "_PYTHON_"))
+        and name not in _WORKER_VARIABLES
+    }
 
 
 def free_port() -> int:
