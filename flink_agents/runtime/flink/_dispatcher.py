@@ -73,6 +73,7 @@ class AgentDispatcher(KeyedProcessFunction):
         self._parked = {}
         self._in_flight: set[Future[Any]] = set()
         self._polls: dict[Any, int] = {}
+        self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
 
     def close(self) -> None:
         if self._engine is not None:
@@ -81,11 +82,24 @@ class AgentDispatcher(KeyedProcessFunction):
     # -- Flink callbacks -------------------------------------------------------------------
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        key = ctx.get_current_key()
+        parked = self._parked.get(key)
+        if parked is not None and parked[1].future.done():
+            # The key's durable call is already done: resume its run now rather than at the
+            # next poll; this record queues behind it and runs when it ends.
+            del self._parked[key]
+            self._polls.pop(key, None)
+            self._pending.add(value)
+            self._queued += 1
+            yield from self._drive(parked[0], ctx, False, parked[1])
+            return
         if self._run.value() is not None:
             self._pending.add(value)
+            self._queued += 1
+            self._slow_down_while_queues_grow()
             return
         self._respect_in_flight_limit()
-        yield from self._drive(self._start(ctx.get_current_key(), value), ctx, draining=False)
+        yield from self._drive(self._start(key, value), ctx, draining=False)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
         key = ctx.get_current_key()
@@ -224,11 +238,20 @@ class AgentDispatcher(KeyedProcessFunction):
         pending = list(self._pending.get() or [])
         if not pending:
             return None
+        self._queued = max(0, self._queued - 1)
         if len(pending) == 1:
             self._pending.clear()
         else:
             self._pending.update(pending[1:])
         return pending[0]
+
+    def _slow_down_while_queues_grow(self) -> None:
+        """Backpressure for inputs queued behind parked runs: past ``max-in-flight``, wait
+        for a durable call to finish before taking the next record. Without it a bounded
+        input is read at once and its queued runs are left for the final drain, which
+        finishes them one at a time."""
+        if self._in_flight and len(self._in_flight) + self._queued >= self.options.max_in_flight:
+            wait(list(self._in_flight), return_when=FIRST_COMPLETED)
 
     def _respect_in_flight_limit(self) -> None:
         """Block (backpressure) while too many durable calls are running."""
