@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from flink_agents.runtime._records import BadRecord, parse_json_object
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,6 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, Any] | Rejected]:
             if not text:
                 continue
             try:
-                record = json.loads(text)
-            except json.JSONDecodeError as error:
-                yield Rejected(number, text, f"invalid JSON ({error.msg}, column {error.colno})")
-                continue
-            if not isinstance(record, dict):
-                yield Rejected(number, text, f"expected a JSON object, got {type(record).__name__}")
-                continue
-            yield number, record
+                yield number, parse_json_object(text)
+            except BadRecord as error:
+                yield Rejected(number, text, str(error))

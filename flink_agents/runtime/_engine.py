@@ -179,7 +179,10 @@ class RunEngine:
 
     def step_blocking(self, run: RunState, sensory: StateMap, short_term: StateMap) -> StepResult:
         """``step``, waiting on this thread for any durable work (the local runner's way)."""
-        outcome = self.step(run, sensory, short_term)
+        return self.complete_blocking(run, self.step(run, sensory, short_term))
+
+    def complete_blocking(self, run: RunState, outcome: StepOutcome) -> StepResult:
+        """Wait on this thread for a suspended action's durable work until it completes."""
         while isinstance(outcome, Suspension):
             wait([outcome.future])
             outcome = self.resume(run, outcome)

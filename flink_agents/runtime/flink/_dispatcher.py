@@ -148,9 +148,8 @@ class AgentDispatcher(KeyedProcessFunction):
                         outcome = engine.resume(run, suspension)
                     else:
                         outcome = engine.step(run, self._sensory, self._short_term)
-                    while draining and isinstance(outcome, Suspension):
-                        wait([outcome.future])
-                        outcome = engine.resume(run, outcome)
+                    if draining:
+                        outcome = engine.complete_blocking(run, outcome)
                 except ActionExecutionError as error:
                     suspension = None
                     handled = yield from self._on_failure(run, error, ctx, draining)

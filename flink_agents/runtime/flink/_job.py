@@ -24,6 +24,7 @@ from pyflink.datastream.connectors.file_system import (
 )
 
 from flink_agents.plan import AgentPlan
+from flink_agents.runtime._records import BadRecord, parse_json_object
 from flink_agents.runtime.flink._environment import FlinkExecutionEnvironment
 
 REJECTED_TAG = OutputTag("rejected-records", Types.PICKLED_BYTE_ARRAY())
@@ -50,16 +51,11 @@ class ParseJsonLines(ProcessFunction):
         if not text:
             return
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as error:
-            yield REJECTED_TAG, _rejected(text, f"invalid JSON ({error.msg}, column {error.colno})")
+            record = parse_json_object(text)
+        except BadRecord as error:
+            yield REJECTED_TAG, _rejected(text, str(error))
             return
-        if not isinstance(record, dict):
-            yield (
-                REJECTED_TAG,
-                _rejected(text, f"expected a JSON object, got {type(record).__name__}"),
-            )
-        elif self.key_field not in record:
+        if self.key_field not in record:
             yield REJECTED_TAG, _rejected(text, f"record has no key field {self.key_field!r}")
         else:
             yield record
