@@ -12,6 +12,7 @@ from flink_agents.api._events import Event, InputEvent
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._resources import ResourceType
 from flink_agents.memory import BufferedState, FlatMemory, MemoryDelta, StateMap
+from flink_agents.runtime._journal import CallRecorder, CallSlot
 from flink_agents.runtime._resources import ResourceCache
 
 T = TypeVar("T")
@@ -28,8 +29,11 @@ class ActionContext(RunnerContext):
         resources: ResourceCache,
         config: Mapping[str, Any],
         executor: Executor,
+        recorder: CallRecorder | None = None,
     ) -> None:
         self._key = key
+        self.recorder = recorder
+        """Records durable calls in the action log (None: no log, calls just run)."""
         self._sensory = sensory
         self._short_term = short_term
         self._executor = executor
@@ -68,35 +72,56 @@ class ActionContext(RunnerContext):
         return self._config
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return function(*args, **kwargs)
+        if self.recorder is None:
+            return function(*args, **kwargs)
+        slot = self.recorder.begin(function, args, kwargs)
+        if slot.recorded is not None:
+            return slot.replay()
+        return slot.run(function, args, kwargs)
 
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Awaitable[T]:
-        return _DurableCall(self._executor, function, args, kwargs)
+        slot = None if self.recorder is None else self.recorder.begin(function, args, kwargs)
+        return _DurableCall(self._executor, function, args, kwargs, slot)
 
-    def commit(self) -> tuple[MemoryDelta, MemoryDelta]:
-        """Apply the buffered memory writes to the maps; returns (sensory, short-term)."""
-        sensory, short_term = self.sensory_buffer.delta(), self.short_term_buffer.delta()
-        sensory.apply_to(self._sensory)
-        short_term.apply_to(self._short_term)
-        return sensory, short_term
+    @property
+    def maps(self) -> tuple[StateMap, StateMap]:
+        """The memory maps the action reads through its buffers: (sensory, short-term)."""
+        return self._sensory, self._short_term
+
+    def deltas(self) -> tuple[MemoryDelta, MemoryDelta]:
+        """The buffered memory writes: (sensory, short-term); the maps are untouched."""
+        return self.sensory_buffer.delta(), self.short_term_buffer.delta()
 
 
 class _DurableCall:
     """Awaiting it submits the call to the executor and hands the future to the engine,
-    which suspends the action until the future is done."""
+    which suspends the action until the future is done. A call the action log already
+    holds completes at once, without the executor."""
 
-    __slots__ = ("_args", "_executor", "_function", "_kwargs")
+    __slots__ = ("_args", "_executor", "_function", "_kwargs", "_slot")
 
     def __init__(
-        self, executor: Executor, function: Callable[..., Any], args: tuple, kwargs: dict
+        self,
+        executor: Executor,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        slot: CallSlot | None,
     ) -> None:
         self._executor = executor
         self._function = function
         self._args = args
         self._kwargs = kwargs
+        self._slot = slot
 
     def __await__(self) -> Generator[Future[Any], Any, Any]:
-        future = self._executor.submit(self._function, *self._args, **self._kwargs)
+        slot = self._slot
+        if slot is None:
+            future = self._executor.submit(self._function, *self._args, **self._kwargs)
+        elif slot.recorded is not None:
+            return slot.replay()
+        else:  # recorded on the executor thread, as soon as the call ends
+            future = self._executor.submit(slot.run, self._function, self._args, self._kwargs)
         return (yield future)

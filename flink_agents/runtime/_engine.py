@@ -8,9 +8,10 @@ calls ``start``, then ``step`` until ``finished``, then ``end``. Everything it k
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -21,7 +22,9 @@ from flink_agents.api._events import Event, InputEvent, OutputEvent
 from flink_agents.memory import MemoryDelta, StateMap
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import ActionContext
+from flink_agents.runtime._journal import ActionJournal, input_event_id
 from flink_agents.runtime._resources import ResourceCache
+from flink_agents.runtime.action_log import ActionRecord
 
 DEFAULT_MAX_STEPS = 10_000
 _ONLY_DURABLE_AWAITS = (
@@ -71,6 +74,8 @@ class StepResult:
     short_term: MemoryDelta
     events: tuple[Event, ...]
     outputs: tuple[Any, ...]
+    replayed: bool = False
+    """Whether the action was skipped and its effects re-applied from the action log."""
 
 
 @dataclass
@@ -98,12 +103,20 @@ class RunEngine:
         plan: the bound plan.
         max_steps: actions one run may execute before it is stopped as a runaway loop.
         async_threads: size of the executor that runs ``durable_execute_async`` calls.
+        journal: the action log to record completed actions and durable calls in, and to
+            replay them from (None: nothing is recorded).
     """
 
     def __init__(
-        self, plan: BoundPlan, *, max_steps: int = DEFAULT_MAX_STEPS, async_threads: int = 16
+        self,
+        plan: BoundPlan,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        async_threads: int = 16,
+        journal: ActionJournal | None = None,
     ) -> None:
         self.plan = plan
+        self.journal = journal
         self.resources = ResourceCache(plan)
         self.max_steps = max_steps
         self.async_threads = async_threads
@@ -130,7 +143,11 @@ class RunEngine:
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
         run = RunState(key=key, sequence=sequence, input=record)
-        self._enqueue(run, InputEvent(input=record))
+        if self.journal is None:
+            event = InputEvent(input=record)
+        else:  # a replayed input must carry the same event id
+            event = InputEvent(id=input_event_id(self.journal.job, key, sequence), input=record)
+        self._enqueue(run, event)
         return run
 
     def step(self, run: RunState, sensory: StateMap, short_term: StateMap) -> StepOutcome:
@@ -154,6 +171,16 @@ class RunEngine:
                     "in a loop? (raise max_steps if this is intended)"
                 ),
             )
+        recorder = None
+        if self.journal is not None:
+            identity = self.journal.identity(run.key, run.sequence, run.steps + 1, action.name)
+            try:
+                record = self.journal.completed(identity)
+                if record is not None:
+                    return self._replay(run, record, sensory, short_term)
+                recorder = self.journal.recorder(identity, look_up=run.attempts > 0)
+            except Exception as error:
+                raise self._failure(run, action, error) from error
         context = ActionContext(
             run.key,
             sensory,
@@ -161,6 +188,7 @@ class RunEngine:
             self.resources,
             self._configs[action.name],
             self.executor,
+            recorder,
         )
         try:
             result = action.function(pending.event, context)
@@ -225,22 +253,62 @@ class RunEngine:
             raise self._failure(run, action, failure) from failure
 
     def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
+        sensory_delta, short_term_delta = context.deltas()
+        if context.recorder is not None:
+            # Logged before the maps change: a crash in between replays the record onto
+            # the restored state; a failed write fails the action with nothing applied.
+            try:
+                self.journal.complete(
+                    context.recorder.identity,
+                    sensory_delta,
+                    short_term_delta,
+                    context.sent,
+                    context.recorder.calls,
+                )
+            except Exception as error:
+                raise self._failure(run, action, error) from error
+        sensory, short_term = context.maps
+        return self._apply(
+            run, action.name, sensory_delta, short_term_delta, context.sent, sensory, short_term
+        )
+
+    def _replay(
+        self, run: RunState, record: ActionRecord, sensory: StateMap, short_term: StateMap
+    ) -> StepResult:
+        """Skip a completed action: re-apply its memory updates and re-send its events."""
+        result = self._apply(
+            run, record.identity.action, record.sensory, record.short_term, record.events,
+            sensory, short_term,
+        )
+        return dataclasses.replace(result, replayed=True)
+
+    def _apply(
+        self,
+        run: RunState,
+        action: str,
+        sensory_delta: MemoryDelta,
+        short_term_delta: MemoryDelta,
+        events: Sequence[Event],
+        sensory: StateMap,
+        short_term: StateMap,
+    ) -> StepResult:
+        sensory_delta.apply_to(sensory)
+        short_term_delta.apply_to(short_term)
         run.queue.popleft()
         run.steps += 1
         run.attempts = 0
-        sensory_delta, short_term_delta = context.commit()
         run.sensory_written = run.sensory_written or not sensory_delta.is_empty()
         outputs = []
-        for event in context.sent:
+        for event in events:
             if isinstance(event, OutputEvent):
                 outputs.append(event.output)
             self._enqueue(run, event)
         return StepResult(
-            action=action.name,
+            action=action,
             step=run.steps,
             sensory=sensory_delta,
             short_term=short_term_delta,
-            events=tuple(context.sent),
+            events=tuple(events),
             outputs=tuple(outputs),
         )
 

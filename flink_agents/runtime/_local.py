@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -11,7 +12,10 @@ from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._engine import DEFAULT_MAX_STEPS, RunEngine
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
+from flink_agents.runtime._options import AgentOptions, load_options
+from flink_agents.runtime.action_log import open_action_log
 
 
 class LocalRunner:
@@ -21,9 +25,15 @@ class LocalRunner:
     sensory memory map (cleared at the end of each run) and the short-term memory map.
     """
 
-    def __init__(self, agent: Any, *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+    def __init__(
+        self,
+        agent: Any,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        journal: ActionJournal | None = None,
+    ) -> None:
         self.plan: AgentPlan = to_plan(agent)
-        self.engine = RunEngine(bind_plan(self.plan), max_steps=max_steps)
+        self.engine = RunEngine(bind_plan(self.plan), max_steps=max_steps, journal=journal)
         self._sequence: dict[Any, int] = {}
         self._sensory: dict[Any, DictState] = {}
         self._short_term: dict[Any, DictState] = {}
@@ -72,8 +82,11 @@ class LocalRunner:
 class LocalAgentBuilder(AgentBuilder):
     """``from_list(...).apply(agent)`` on the local runner."""
 
-    def __init__(self, records: Iterable[Any], key_selector: KeySelector) -> None:
+    def __init__(
+        self, records: Iterable[Any], key_selector: KeySelector, options: AgentOptions
+    ) -> None:
         self._records = records
+        self._options = options
         self._key_of = key_function(key_selector)
         self.runner: LocalRunner | None = None
         self._keyed_outputs: list[tuple[Any, Any]] | None = None
@@ -82,7 +95,9 @@ class LocalAgentBuilder(AgentBuilder):
     def apply(self, agent: Any) -> LocalAgentBuilder:
         if self.runner is not None:
             raise FlinkAgentsError("an agent is already applied to this input")
-        self.runner = LocalRunner(agent)
+        self.runner = LocalRunner(
+            agent, max_steps=self._options.max_steps_per_run, journal=_journal(self._options)
+        )
         return self
 
     def to_keyed_list(self) -> list[tuple[Any, Any]]:
@@ -110,7 +125,28 @@ class LocalAgentBuilder(AgentBuilder):
 
 
 class LocalExecutionEnvironment(AgentsExecutionEnvironment):
-    """Runs agents in this process, without a JVM: for trying out, tests and debugging."""
+    """Runs agents in this process, without a JVM: for trying out, tests and debugging.
+
+    Args:
+        **options: agent options, as for the Flink runner (those about Flink are ignored).
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self.options: AgentOptions = load_options(options)
 
     def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
-        return LocalAgentBuilder(records, key_selector)
+        return LocalAgentBuilder(records, key_selector, self.options)
+
+
+def _journal(options: AgentOptions) -> ActionJournal | None:
+    """An action journal when an ``action-log`` is configured: a local run records its
+    actions and durable calls, and replays them when ``action-log-job`` names an earlier run."""
+    url = options.action_log_url(embedded_default=False)
+    if url is None:
+        return None
+    return ActionJournal(
+        open_action_log(url),
+        options.action_log_job or uuid.uuid4().hex,
+        replay=options.action_log_job is not None,
+        retention_ms=options.action_log_retention_ms,
+    )

@@ -39,6 +39,33 @@ class AgentOptions(BaseModel):
     """Emit each key's short-term memory after every run to a side output (for demos and
     debugging: it reads the key's whole memory once per run)."""
 
+    action_log: str | None = Field(None, alias="action-log")
+    """Where completed actions and durable calls are recorded (design section 5):
+    ``sqlite:///abs/path.db``, ``postgresql://user@host/db`` (shared by every TaskManager),
+    ``memory://``, or ``none``. Unset: a SQLite file under ``data-dir`` for Flink jobs,
+    nothing for the local runner (it has no failures to recover from)."""
+    action_log_job: str | None = Field(None, alias="action-log-job")
+    """The job's name in the log. Unset: a fresh id per submitted job, which a failover
+    restart keeps. Pin it to replay across a resubmission from a savepoint."""
+    action_log_retention_ms: int = Field(600_000, alias="action-log-retention-ms", ge=1)
+    """How long records are kept; must exceed the time a checkpoint can take to complete
+    (see docs/consistency.md)."""
+    data_dir: str = Field(
+        default_factory=lambda: os.environ.get("FLINK_AGENTS_DATA_DIR", "~/.flink-agents"),
+        alias="data-dir",
+    )
+    """Where embedded stores keep their files (the SQLite action log by default); the
+    default is ``$FLINK_AGENTS_DATA_DIR`` or ``~/.flink-agents``."""
+
+    def action_log_url(self, embedded_default: bool) -> str | None:
+        """The action log to open, or None for none."""
+        if self.action_log is None:
+            if not embedded_default:
+                return None
+            path = Path(self.data_dir).expanduser().resolve() / "action-log.db"
+            return f"sqlite://{path}"
+        return None if self.action_log.strip().lower() == "none" else self.action_log
+
     def retry_backoff_ms(self, attempt: int) -> int:
         """Exponential backoff before retry number ``attempt`` (1-based)."""
         return min(self.retry_max_backoff_ms, self.retry_initial_backoff_ms * 2 ** (attempt - 1))

@@ -31,7 +31,9 @@ from flink_agents.api._errors import ActionExecutionError
 from flink_agents.memory import FlatMemory, to_dict
 from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._engine import RunEngine, RunState, Suspension
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._options import AgentOptions
+from flink_agents.runtime.action_log import open_action_log
 
 DRAIN_TIMESTAMP = 2**62
 ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
@@ -41,20 +43,39 @@ MEMORY_TAG = OutputTag("agent-memory", Types.PICKLED_BYTE_ARRAY())
 class AgentDispatcher(KeyedProcessFunction):
     """Executes an agent plan (given as JSON) on a keyed stream."""
 
-    def __init__(self, plan_json: str, options: AgentOptions) -> None:
+    def __init__(
+        self, plan_json: str, options: AgentOptions, job_id: str, action_log_url: str | None
+    ) -> None:
         self._plan_json = plan_json
         self._options = options.model_dump()
+        self._job_id = job_id
+        self._action_log_url = action_log_url
         self._engine: RunEngine | None = None
+        self._journal: ActionJournal | None = None
         self._parked: dict[Any, tuple[RunState, Suspension]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.options = AgentOptions(**self._options)
+        if self._action_log_url is not None:
+            # Records can exist for this job after a failover (attempt > 0) or when the
+            # user pinned the job name across submissions; otherwise skip every lookup.
+            replay = (
+                runtime_context.get_attempt_number() > 0
+                or self.options.action_log_job is not None
+            )
+            self._journal = ActionJournal(
+                open_action_log(self._action_log_url),
+                self._job_id,
+                replay=replay,
+                retention_ms=self.options.action_log_retention_ms,
+            )
         self._engine = RunEngine(
             bind_plan(plan_from_json(self._plan_json)),
             max_steps=self.options.max_steps_per_run,
             async_threads=self.options.num_async_threads,
+            journal=self._journal,
         )
         pickled = Types.PICKLED_BYTE_ARRAY()
         self._sensory = runtime_context.get_map_state(
@@ -78,10 +99,14 @@ class AgentDispatcher(KeyedProcessFunction):
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
+        if self._journal is not None:
+            self._journal.log.close()
 
     # -- Flink callbacks -------------------------------------------------------------------
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        if self._journal is not None:
+            self._journal.maybe_prune(self._oldest_in_flight)
         key = ctx.get_current_key()
         parked = self._parked.get(key)
         if parked is not None and parked[1].future.done():
@@ -222,6 +247,16 @@ class AgentDispatcher(KeyedProcessFunction):
         self._run.update(run)
         self._poll_later(ctx)
         ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
+
+    def _oldest_in_flight(self) -> int | None:
+        """When the oldest parked action of this subtask started (its partial calls in the
+        action log must outlive any pruning)."""
+        started = [
+            s.context.recorder.started_ms
+            for _, s in self._parked.values()
+            if s.context.recorder is not None
+        ]
+        return min(started, default=None)
 
     def _poll_later(self, ctx: Any, polls: int = 0) -> None:
         """Check a parked run again later, backing off exponentially: every timer that

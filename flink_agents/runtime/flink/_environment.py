@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import pickle
 import sys
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -86,7 +87,15 @@ class FlinkAgentBuilder(AgentBuilder):
         if self._output is None:
             if self._plan is None:
                 raise FlinkAgentsError("apply(agent) before asking for outputs")
-            dispatcher = AgentDispatcher(self._plan.to_json(), self._environment.options)
+            options = self._environment.options
+            # Decided here, on the client, so every subtask and every restart of this job
+            # agrees: the job's name in the action log, and an absolute path to the log.
+            dispatcher = AgentDispatcher(
+                self._plan.to_json(),
+                options,
+                job_id=options.action_log_job or uuid.uuid4().hex,
+                action_log_url=options.action_log_url(embedded_default=True),
+            )
             self._output = (
                 self._stream.key_by(self._key_selector, key_type=self._key_type)
                 .process(dispatcher, output_type=Types.PICKLED_BYTE_ARRAY())
