@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
@@ -16,6 +18,15 @@ from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime.action_log import open_action_log
+
+
+@dataclass
+class LocalSnapshot:
+    """The local runner's state at one point: see ``LocalRunner.snapshot``."""
+
+    sequence: dict[Any, int]
+    sensory: dict[Any, DictState]
+    short_term: dict[Any, DictState]
 
 
 class LocalRunner:
@@ -62,6 +73,20 @@ class LocalRunner:
             self.engine.end(run, sensory)
         self.outputs_per_key[key] += len(outputs)
         return outputs
+
+    def snapshot(self) -> LocalSnapshot:
+        """A copy of what Flink would checkpoint: run sequences and memory maps per key."""
+        return copy.deepcopy(LocalSnapshot(self._sequence, self._sensory, self._short_term))
+
+    def restore(self, snapshot: LocalSnapshot) -> None:
+        """Go back to ``snapshot``, as Flink restores state after a failure (the action log,
+        outside the state, keeps what happened since)."""
+        restored = copy.deepcopy(snapshot)
+        self._sequence, self._sensory, self._short_term = (
+            restored.sequence,
+            restored.sensory,
+            restored.short_term,
+        )
 
     @property
     def keys(self) -> list[Any]:
