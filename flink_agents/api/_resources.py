@@ -1,8 +1,23 @@
-"""Resources: named things actions use (models, tools, prompts, stores), created lazily."""
+"""Resources: named things actions use (models, tools, prompts, stores), created lazily.
+
+A plan declares each resource as a provider (``module:qualname``) and JSON ``args``. Plans
+are written to files and shipped to workers, so secrets never go into ``args``: write an
+environment-variable reference instead, resolved only when the runner creates the resource:
+
+- ``{"env": "OPENAI_API_KEY"}``: the whole value is the variable's value;
+- ``"${env:OPENAI_API_KEY}"``: substituted inside a string (``"Bearer ${env:TOKEN}"``).
+
+An unset variable fails the creation with an error naming the resource and the variable.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from flink_agents.api._errors import FlinkAgentsError
 
 
 class ResourceType(StrEnum):
@@ -14,3 +29,80 @@ class ResourceType(StrEnum):
     TOOL = "tool"
     VECTOR_STORE = "vector_store"
     CUSTOM = "custom"
+
+
+class UnknownResourceError(FlinkAgentsError, LookupError):
+    """No resource of that name is declared in the plan."""
+
+
+def env_ref(variable: str) -> dict[str, str]:
+    """The plan-safe stand-in for a secret: ``{"env": variable}``."""
+    return {"env": variable}
+
+
+def is_env_ref(value: Any) -> bool:
+    """Whether ``value`` is the ``{"env": NAME}`` form (a dict with the single key ``env``)."""
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("env"), str)
+
+
+class ResourceDescriptor:
+    """How to create a resource, as it will be written into a plan: provider and args.
+
+    Objects configured in code (a chat model, a tool, a prompt) describe themselves with one
+    of these so that an agent built from instances (``ReActAgent(chat_model=...)``) can be
+    turned into a plan that another process recreates.
+
+    Args:
+        provider: a module-level callable, or its ``"module:qualname"``.
+        type: the resource type to declare.
+        args: JSON-serializable keyword arguments of the provider; secrets as ``env_ref``.
+    """
+
+    def __init__(
+        self, provider: Callable[..., Any] | str, type: ResourceType, /, **args: Any
+    ) -> None:
+        self.provider = provider if isinstance(provider, str) else code_ref(provider)
+        self.type = ResourceType(type)
+        self.args = args
+
+    def __repr__(self) -> str:
+        return f"ResourceDescriptor({self.provider!r}, {self.type.value!r}, {self.args!r})"
+
+
+@runtime_checkable
+class Describable(Protocol):
+    """An object that can say how to recreate itself as a declared resource."""
+
+    def descriptor(self) -> ResourceDescriptor: ...
+
+
+def code_ref(obj: Any) -> str:
+    """The ``module:qualname`` of a module-level function or class.
+
+    Raises:
+        FlinkAgentsError: ``obj`` is defined inside a function, so no plan can name it.
+    """
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module or not qualname:
+        raise FlinkAgentsError(f"{obj!r} has no module-level name to write into a plan")
+    if "<locals>" in qualname:
+        raise FlinkAgentsError(
+            f"{module}:{qualname} is defined inside a function; plans refer to code by "
+            "module:qualname, so define it at module level"
+        )
+    return f"{module}:{qualname}"
+
+
+def import_code_ref(ref: str) -> Any:
+    """The object named by ``module:qualname`` (the inverse of ``code_ref``)."""
+    module_name, sep, qualname = ref.partition(":")
+    if not sep or not module_name or not qualname:
+        raise FlinkAgentsError(f"{ref!r} is not a reference: write it as 'package.module:name'")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as error:
+        raise FlinkAgentsError(f"cannot import {ref!r}: {error}") from None
+    return target

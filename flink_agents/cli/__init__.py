@@ -44,6 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--work-dir", type=Path, default=Path(".flink"))
     cluster.add_argument("--config", type=Path, default=Path("conf/config.yaml"))
 
+    llm = commands.add_parser(
+        "llm-server", help="serve a scripted OpenAI-compatible TEST STAND-IN (not a real model)"
+    )
+    llm.add_argument("--host", default="127.0.0.1")
+    llm.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    llm.add_argument("--script", type=Path, help="rules file (.yaml or .json)")
+    llm.add_argument("--latency", type=float, default=None, help="seconds added to every answer")
+
     args = parser.parse_args(argv)
     try:
         return _COMMANDS[args.command](args)
@@ -118,10 +126,21 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_llm_server(args: argparse.Namespace) -> int:
+    from flink_agents.testing.llm_server import serve
+
+    try:
+        return serve(args.host, args.port, args.script, args.latency)
+    except (OSError, ValueError) as error:  # an unreadable script, a taken port
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
 _COMMANDS = {
     "demo": _cmd_demo,
     "run": _cmd_run,
     "validate": _cmd_validate,
     "compile": _cmd_compile,
     "cluster": _cmd_cluster,
+    "llm-server": _cmd_llm_server,
 }

@@ -9,8 +9,27 @@ from typing import Any
 
 from flink_agents.api._errors import PlanError
 from flink_agents.api._events import Event
-from flink_agents.plan._model import AgentPlan, ResourceSpec
+from flink_agents.plan._model import ActionSpec, AgentPlan, ResourceSpec
 from flink_agents.plan._refs import RefError, import_ref
+
+# Built-in actions bound into every plan, so agents send ChatRequestEvent / ToolRequestEvent
+# without declaring the plumbing (seed 002). Added here, not by the compiler, so plan files
+# stay as written; a plan action with the same name or function replaces the built-in.
+BUILTIN_ACTIONS = (
+    ActionSpec(
+        name="chat_model_action",
+        function="flink_agents.agents._builtin:chat_model_action",
+        listen_to=(
+            "flink_agents.api._chat:ChatRequestEvent",
+            "flink_agents.api._tools:ToolResponseEvent",
+        ),
+    ),
+    ActionSpec(
+        name="tool_call_action",
+        function="flink_agents.agents._builtin:tool_call_action",
+        listen_to=("flink_agents.api._tools:ToolRequestEvent",),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -57,17 +76,20 @@ class BoundPlan:
 def bind_plan(plan: AgentPlan, file: str | None = None) -> BoundPlan:
     """Import and check everything ``plan`` refers to.
 
+    The built-in chat and tool actions (``BUILTIN_ACTIONS``) are bound after the plan's own,
+    unless the plan has an action of the same name or function.
+
     Raises:
         PlanError: naming the file, agent, action or resource, and field at fault.
     """
-    actions = tuple(_bind_action(plan, i, file) for i in range(len(plan.actions)))
+    taken = {a.name for a in plan.actions} | {a.function for a in plan.actions}
+    builtins = [b for b in BUILTIN_ACTIONS if b.name not in taken and b.function not in taken]
+    actions = tuple(_bind_action(plan, spec, file) for spec in (*plan.actions, *builtins))
     resources = {spec.name: _bind_resource(plan, spec, file) for spec in plan.resources}
     return BoundPlan(plan, actions, resources)
 
 
-def _bind_action(plan: AgentPlan, index: int, file: str | None) -> BoundAction:
-    spec = plan.actions[index]
-
+def _bind_action(plan: AgentPlan, spec: ActionSpec, file: str | None) -> BoundAction:
     def fail(reason: str, field_name: str) -> PlanError:
         return PlanError(reason, file=file, agent=plan.name, action=spec.name, field=field_name)
 
@@ -76,9 +98,7 @@ def _bind_action(plan: AgentPlan, index: int, file: str | None) -> BoundAction:
     except RefError as error:
         raise fail(str(error), "function") from None
     if not callable(function) or isinstance(function, type):
-        raise fail(
-            f"{spec.function!r} is a {type(function).__name__}, not a function", "function"
-        )
+        raise fail(f"{spec.function!r} is a {type(function).__name__}, not a function", "function")
     try:
         signature = inspect.signature(function)
         signature.bind(None, None)

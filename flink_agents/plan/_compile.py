@@ -7,20 +7,27 @@ from typing import Any
 from flink_agents.api._agent import ACTION_ATTR, RESOURCE_ATTR, Agent
 from flink_agents.api._errors import PlanError
 from flink_agents.api._events import Event
+from flink_agents.api._resources import ResourceType
+from flink_agents.api._tools import TOOL_ATTR, Tool
 from flink_agents.plan._bind import bind_plan
 from flink_agents.plan._load import validate_plan_data
 from flink_agents.plan._model import BUILTIN_EVENT_TYPES, AgentPlan
 from flink_agents.plan._refs import RefError, import_ref, ref_of
 
 _BUILTIN_REFS = {import_ref(ref): ref for ref in BUILTIN_EVENT_TYPES.values()}
+_TOOL_PROVIDER = ref_of(Tool.from_ref)
 
 
 def compile_agent(agent: type[Agent] | Agent) -> AgentPlan:
     """The plan of an ``Agent`` class (or instance), checked by binding it.
 
+    An instance configured in code (``ReActAgent(...)``) provides its own ``to_plan()``.
+
     Raises:
         PlanError: no actions, an action defined inside a function, a wrong signature, ...
     """
+    if not isinstance(agent, type) and callable(getattr(agent, "to_plan", None)):
+        return agent.to_plan()
     cls = agent if isinstance(agent, type) else type(agent)
     if not issubclass(cls, Agent):
         raise PlanError(f"{cls.__qualname__} is not a subclass of flink_agents.api.Agent")
@@ -42,6 +49,16 @@ def compile_agent(agent: type[Agent] | Agent) -> AgentPlan:
             ref = _ref(function, name, resource=attr)
             resources.append(
                 {"name": attr, "type": resource_type.value, "provider": ref, "args": args}
+            )
+        elif getattr(function, TOOL_ATTR, None) is not None:  # @tool: the method is the tool
+            ref = _ref(function, name, resource=attr)
+            resources.append(
+                {
+                    "name": attr,
+                    "type": ResourceType.TOOL.value,
+                    "provider": _TOOL_PROVIDER,
+                    "args": {"function": ref},
+                }
             )
     if not actions:
         raise PlanError(

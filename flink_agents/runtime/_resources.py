@@ -1,20 +1,33 @@
-"""Lazily created, cached resources: one instance per runner (per Flink subtask)."""
+"""Lazily created, cached resources: one instance per runner (per Flink subtask).
+
+Environment references in a resource's args (``{"env": NAME}`` or ``"${env:NAME}"``, see
+``flink_agents.api._resources``) are resolved here, at creation and nowhere else, so the
+values never enter a plan; they are also masked in the creation error, should a provider
+echo them.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._resources import ResourceType
+from flink_agents.api._resources import ResourceType, UnknownResourceError, is_env_ref
 from flink_agents.plan import BoundPlan
+
+_ENV_IN_STRING = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_MASK = "***"
 
 
 class ResourceCache:
     """Creates each declared resource on first use, then hands out the same instance."""
 
-    def __init__(self, plan: BoundPlan) -> None:
+    def __init__(self, plan: BoundPlan, environ: Mapping[str, str] | None = None) -> None:
         self._plan = plan
+        self._environ = os.environ if environ is None else environ
         self._instances: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -22,7 +35,7 @@ class ResourceCache:
         bound = self._plan.resources.get(name)
         if bound is None:
             declared = ", ".join(sorted(self._plan.resources)) or "none"
-            raise FlinkAgentsError(
+            raise UnknownResourceError(
                 f"agent '{self._plan.name}' has no resource named {name!r} (declared: {declared})"
             )
         if type is not None:
@@ -39,17 +52,66 @@ class ResourceCache:
                 )
         with self._lock:
             if name not in self._instances:
+                secrets: list[str] = []
+                args = resolve_env(name, bound.spec.args, self._environ, secrets)
                 try:
-                    self._instances[name] = bound.provider(**bound.spec.args)
+                    self._instances[name] = bound.provider(**args)
                 except Exception as error:
+                    detail = mask(f"{type_name(error)}: {error}", secrets)
                     raise FlinkAgentsError(
-                        f"creating resource {name!r} with {bound.spec.provider} failed: "
-                        f"{type_name(error)}: {error}"
-                    ) from error
+                        f"creating resource {name!r} with {bound.spec.provider} failed: {detail}"
+                    ) from (None if secrets else error)
             return self._instances[name]
 
     def created(self) -> list[str]:
         return list(self._instances)
+
+
+def resolve_env(
+    resource: str, value: Any, environ: Mapping[str, str], secrets: list[str], where: str = "args"
+) -> Any:
+    """``value`` with its environment references replaced; resolved values go to ``secrets``.
+
+    Raises:
+        FlinkAgentsError: naming the resource, the variable and the argument, when a
+            referenced variable is not set.
+    """
+    if is_env_ref(value):
+        return _lookup(resource, value["env"], environ, secrets, where)
+    if isinstance(value, str):
+        return _ENV_IN_STRING.sub(
+            lambda m: _lookup(resource, m.group(1), environ, secrets, where), value
+        )
+    if isinstance(value, dict):
+        return {
+            k: resolve_env(resource, v, environ, secrets, f"{where}.{k}") for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [
+            resolve_env(resource, v, environ, secrets, f"{where}[{i}]") for i, v in enumerate(value)
+        ]
+    return value
+
+
+def _lookup(
+    resource: str, variable: str, environ: Mapping[str, str], secrets: list[str], where: str
+) -> str:
+    found = environ.get(variable)
+    if found is None:
+        raise FlinkAgentsError(
+            f"resource {resource!r}: environment variable {variable} is not set "
+            f"(it is referenced by {where})"
+        )
+    if len(found) >= 4:  # shorter values are not secrets, and masking them mangles text
+        secrets.append(found)
+    return found
+
+
+def mask(text: str, secrets: list[str]) -> str:
+    """``text`` with every resolved value replaced by ``***`` (longest first)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, _MASK)
+    return text
 
 
 def type_name(error: BaseException) -> str:

@@ -1,0 +1,178 @@
+"""The built-in chat and tool actions, bound into every plan (seed 002: no user plumbing).
+
+An agent sends ``ChatRequestEvent(model=..., messages=...)`` and listens to
+``ChatResponseEvent``; between the two, these actions call the model and its tools:
+
+    ChatRequestEvent ──► chat_model_action ──► ChatResponseEvent        (final answer)
+                               │      ▲
+                  ToolRequestEvent    ToolResponseEvent
+                               ▼      │
+                          tool_call_action
+
+**Where the conversation lives while tools run.** In sensory memory, under
+``_flink_agents.chats.<tool request id>``: the chat action stores the conversation (and its
+step count and token usage) when it asks for tools, and takes it back when the matching
+``ToolResponseEvent`` arrives. Sensory memory is per run and cleared by the framework when the
+run ends, which is exactly the lifetime of a chat; it is checkpointed with the run and
+buffered per action, so a failed action leaves no half-updated conversation. Carrying the
+conversation in the events instead would make ``ToolRequestEvent`` a chat-specific event
+and copy the whole conversation into every event of the loop.
+
+**Durability.** Every model call and every tool call goes through
+``ctx.durable_execute_async``, so the action log records it and a recovered job reuses the
+recorded result instead of paying again. Each model call and each tool round is its own
+action, so a failure repeats at most one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from flink_agents.api._chat import (
+    BaseChatModel,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    MaxStepsExceededError,
+    MessageRole,
+    TokenUsage,
+    resolve_output_schema,
+)
+from flink_agents.api._context import RunnerContext
+from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._resources import ResourceType, UnknownResourceError
+from flink_agents.api._tools import (
+    Tool,
+    ToolRequestEvent,
+    ToolResponseEvent,
+    ToolResult,
+    ToolSpec,
+)
+
+CHATS_PATH = "_flink_agents.chats"
+"""Sensory-memory object holding the conversations waiting on tool results."""
+
+
+class ChatSession(BaseModel):
+    """An in-flight chat request, kept in sensory memory while its tools run."""
+
+    request_id: str
+    model: str
+    messages: list[ChatMessage]
+    tools: list[str] | None
+    output_schema: str | dict[str, Any] | None
+    max_steps: int
+    steps: int = 0
+    usage: TokenUsage = TokenUsage()
+
+
+async def chat_model_action(
+    event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext
+) -> None:
+    """Ask the model; on tool calls hand them to the tool action, else answer the request."""
+    if isinstance(event, ChatRequestEvent):
+        session = ChatSession(
+            request_id=str(event.id),
+            model=event.model,
+            messages=list(event.messages),
+            tools=event.tools,
+            output_schema=event.output_schema,
+            max_steps=event.max_steps,
+        )
+    elif isinstance(event, ToolResponseEvent):
+        path = f"{CHATS_PATH}.{event.request_id.hex}"
+        stored = ctx.sensory_memory.get(path)
+        if stored is None:  # a tool request this action did not make
+            return
+        ctx.sensory_memory.delete(path)
+        session = ChatSession.model_validate(stored)
+        session.messages.extend(_tool_message(result) for result in event.results)
+    else:
+        return
+
+    model = ctx.get_resource(session.model, ResourceType.CHAT_MODEL)
+    if not isinstance(model, BaseChatModel):
+        raise FlinkAgentsError(
+            f"resource {session.model!r} is a {type(model).__name__}, not a BaseChatModel"
+        )
+    tool_names = session.tools if session.tools is not None else list(model.tools)
+    specs = [_tool_spec(ctx, name) for name in tool_names]
+    schema = resolve_output_schema(session.output_schema)
+    response = await ctx.durable_execute_async(
+        model.chat, list(session.messages), tools=specs or None, output_schema=schema
+    )
+    session.steps += 1
+    session.usage = session.usage + response.usage
+    message = response.message
+
+    if message.tool_calls:
+        if session.steps >= session.max_steps:
+            asked = ", ".join(call.name for call in message.tool_calls)
+            raise MaxStepsExceededError(
+                f"chat request {session.request_id} to {session.model!r} made "
+                f"{session.steps} model calls (max_steps={session.max_steps}) without a final "
+                f"answer; the model still asks for tools: {asked}"
+            )
+        session.messages.append(message)
+        request = ToolRequestEvent(model=session.model, tool_calls=message.tool_calls)
+        ctx.sensory_memory.set(f"{CHATS_PATH}.{request.id.hex}", session)
+        ctx.send_event(request)
+        return
+
+    ctx.send_event(
+        ChatResponseEvent(
+            request_id=session.request_id,
+            model=session.model,
+            response=message,
+            structured_output=response.structured,
+            usage=session.usage,
+        )
+    )
+
+
+async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
+    """Run each requested tool in order; failures become error results for the model."""
+    results = []
+    for call in event.tool_calls:
+        try:
+            tool = ctx.get_resource(call.name, ResourceType.TOOL)
+        except UnknownResourceError:
+            results.append(ToolResult(tool_call_id=call.id, name=call.name, error="no such tool"))
+            continue
+        if isinstance(call.arguments, str):
+            error = f"the arguments are not a JSON object: {call.arguments[:200]!r}"
+            results.append(ToolResult(tool_call_id=call.id, name=call.name, error=error))
+            continue
+        try:
+            content = await ctx.durable_execute_async(tool.call, call.arguments)
+        except Exception as failure:  # the model is told and may try again
+            results.append(
+                ToolResult(
+                    tool_call_id=call.id,
+                    name=call.name,
+                    error=f"{type(failure).__name__}: {failure}",
+                )
+            )
+            continue
+        results.append(ToolResult(tool_call_id=call.id, name=call.name, content=content))
+    ctx.send_event(ToolResponseEvent(request_id=event.id, results=results))
+
+
+def _tool_spec(ctx: RunnerContext, name: str) -> ToolSpec:
+    """What the model is told about the tool resource ``name``; it calls it by that name."""
+    tool = ctx.get_resource(name, ResourceType.TOOL)
+    if not isinstance(tool, Tool):
+        raise FlinkAgentsError(f"resource {name!r} is a {type(tool).__name__}, not a Tool")
+    spec = tool.metadata
+    return spec if spec.name == name else spec.model_copy(update={"name": name})
+
+
+def _tool_message(result: ToolResult) -> ChatMessage:
+    return ChatMessage(
+        role=MessageRole.TOOL,
+        content=result.text(),
+        tool_call_id=result.tool_call_id,
+        name=result.name,
+    )

@@ -1,0 +1,244 @@
+"""``ReActAgent``: reason with a chat model, call tools, loop until a final answer.
+
+The loop itself is the built-in chat flow (``flink_agents.agents._builtin``): this agent only
+turns an input into a ``ChatRequestEvent`` and the final ``ChatResponseEvent`` into an
+output, so every model and tool call is a durable call of its own action.
+
+Configured by instance (``ReActAgent(chat_model=..., tools=[...])``) or by a plan file. Either
+way the plan holds the configuration: resources (the model, the tools, the prompt) and
+``config.react``::
+
+    config:
+      react:
+        chat_model: llm              # a chat_model resource
+        tools: [add, multiply]       # tool resources; omitted: the model's own ``tools``
+        prompt: question             # optional prompt resource
+        output_schema: pkg.mod:Answer  # optional pydantic model of the final answer
+        max_steps: 8                 # model calls per input before it fails
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from flink_agents.api._agent import Agent, action
+from flink_agents.api._chat import (
+    DEFAULT_MAX_STEPS,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    MessageRole,
+    StructuredOutputError,
+)
+from flink_agents.api._context import RunnerContext
+from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._events import InputEvent, OutputEvent
+from flink_agents.api._prompts import Prompt
+from flink_agents.api._resources import ResourceDescriptor, ResourceType, code_ref
+from flink_agents.api._tools import FunctionTool, Tool
+
+CONFIG_KEY = "react"
+REQUEST_PATH = "_flink_agents.react.request"
+"""Sensory memory: the id of this run's chat request, so only its answer becomes output."""
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You solve the user's task step by step. Call the tools when they help, as often as "
+    "needed, then give the final answer."
+)
+
+ToolLike = Callable[..., Any] | Tool | ResourceDescriptor
+
+
+class ReActAgent(Agent):
+    """A ReAct agent: the model reasons, calls tools, sees their results, and answers.
+
+    Args:
+        chat_model: the model, as an object that describes itself (``OpenAIChatModel``) or
+            a ``ResourceDescriptor``; it becomes the resource ``chat_model``.
+        tools: functions (``@tool`` or plain, defined at module level), ``Tool`` objects
+            that describe themselves, or a mapping of names to those or to descriptors;
+            each becomes a tool resource named after the tool.
+        prompt: a ``Prompt`` or its text, filled in with the input's fields (a dict or
+            pydantic input) or ``{input}``; without one the model gets a short system
+            prompt and the input as the user message.
+        output_schema: a module-level pydantic model: the final answer is validated into
+            it and emitted as the output (otherwise the output is the answer's text).
+        max_steps: model calls per input; the run fails with ``MaxStepsExceededError``
+            when the model still asks for tools after that many.
+        name: the agent's name in its plan.
+    """
+
+    def __init__(
+        self,
+        *,
+        chat_model: Any,
+        tools: Sequence[ToolLike] | Mapping[str, ToolLike] = (),
+        prompt: Prompt | str | None = None,
+        output_schema: type[BaseModel] | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        name: str = "react_agent",
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        if output_schema is not None and not (
+            isinstance(output_schema, type) and issubclass(output_schema, BaseModel)
+        ):
+            raise TypeError(f"output_schema must be a pydantic model class, got {output_schema!r}")
+        self.chat_model = chat_model
+        self.tools = tools
+        self.prompt = Prompt.from_text(prompt) if isinstance(prompt, str) else prompt
+        self.output_schema = output_schema
+        self.max_steps = max_steps
+        self.agent_name = name
+
+    def to_plan(self) -> Any:
+        """The ``AgentPlan`` of this configured agent (what ``apply`` runs).
+
+        Raises:
+            FlinkAgentsError: a part cannot be written into a plan (defined inside a
+                function, or a chat model holding an API key given in code).
+        """
+        from flink_agents.plan import bind_plan, compile_agent, validate_plan_data
+
+        resources = [_resource("chat_model", _describe(self.chat_model, "chat_model"))]
+        tool_names = []
+        for tool_name, descriptor in _tool_descriptors(self.tools):
+            resources.append(_resource(tool_name, descriptor))
+            tool_names.append(tool_name)
+        react: dict[str, Any] = {
+            "chat_model": "chat_model",
+            "tools": tool_names,
+            "max_steps": self.max_steps,
+        }
+        if self.prompt is not None:
+            resources.append(_resource("prompt", self.prompt.descriptor()))
+            react["prompt"] = "prompt"
+        if self.output_schema is not None:
+            react["output_schema"] = code_ref(self.output_schema)
+        data = compile_agent(type(self)).model_dump(mode="json")
+        data.update(name=self.agent_name, resources=resources, config={CONFIG_KEY: react})
+        plan = validate_plan_data(data)
+        bind_plan(plan)
+        return plan
+
+    @action(InputEvent)
+    @staticmethod
+    def start(event: InputEvent, ctx: RunnerContext) -> None:
+        """Turn the input into the chat request that starts the loop."""
+        config = _config(ctx)
+        prompt = None
+        if config.get("prompt"):
+            prompt = ctx.get_resource(config["prompt"], ResourceType.PROMPT)
+        request = ChatRequestEvent(
+            model=config["chat_model"],
+            messages=build_messages(prompt, event.input),
+            tools=config.get("tools"),
+            output_schema=config.get("output_schema"),
+            max_steps=config.get("max_steps", DEFAULT_MAX_STEPS),
+        )
+        ctx.sensory_memory.set(REQUEST_PATH, request.id.hex)
+        ctx.send_event(request)
+
+    @action(ChatResponseEvent)
+    @staticmethod
+    def finish(event: ChatResponseEvent, ctx: RunnerContext) -> None:
+        """Emit the final answer: the validated structured output, or the text."""
+        if ctx.sensory_memory.get(REQUEST_PATH) != event.request_id.hex:
+            return  # an answer to another request of this run
+        config = _config(ctx)
+        if config.get("output_schema"):
+            if event.structured_output is None:
+                raise StructuredOutputError(
+                    f"the final answer has no structured output for {config['output_schema']}"
+                )
+            ctx.send_event(OutputEvent(output=event.structured_output))
+        else:
+            ctx.send_event(OutputEvent(output=event.response.content))
+
+
+def build_messages(prompt: Prompt | None, record: Any) -> list[ChatMessage]:
+    """The first messages for ``record``: the prompt filled with its fields, plus the record
+    as the user message when the prompt has none."""
+    text = _as_text(record)
+    if prompt is None:
+        return [
+            ChatMessage(role=MessageRole.SYSTEM, content=DEFAULT_SYSTEM_PROMPT),
+            ChatMessage(role=MessageRole.USER, content=text),
+        ]
+    if isinstance(record, BaseModel):
+        variables = record.model_dump()
+    elif isinstance(record, Mapping):
+        variables = {str(k): v for k, v in record.items()}
+    else:
+        variables = {}
+    variables.setdefault("input", text)
+    messages = prompt.format_messages(**variables)
+    if not any(m.role is MessageRole.USER for m in messages):
+        messages.append(ChatMessage(role=MessageRole.USER, content=text))
+    return messages
+
+
+def _config(ctx: RunnerContext) -> Mapping[str, Any]:
+    config = ctx.config.get(CONFIG_KEY)
+    if not isinstance(config, Mapping) or not config.get("chat_model"):
+        raise FlinkAgentsError(
+            "ReActAgent is not configured: its plan needs config.react.chat_model (build it "
+            "with ReActAgent(chat_model=...) or write config.react in the plan file)"
+        )
+    return config
+
+
+def _as_text(record: Any) -> str:
+    if isinstance(record, str):
+        return record
+    if isinstance(record, BaseModel):
+        return record.model_dump_json()
+    return json.dumps(record, default=str, ensure_ascii=False)
+
+
+def _resource(name: str, descriptor: ResourceDescriptor) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": descriptor.type.value,
+        "provider": descriptor.provider,
+        "args": descriptor.args,
+    }
+
+
+def _describe(obj: Any, what: str) -> ResourceDescriptor:
+    if isinstance(obj, ResourceDescriptor):
+        return obj
+    describe = getattr(obj, "descriptor", None)
+    if callable(describe):
+        return describe()
+    raise FlinkAgentsError(
+        f"ReActAgent: {what} {obj!r} cannot be written into a plan; give an object with a "
+        "descriptor() method or a ResourceDescriptor(provider, type, **args)"
+    )
+
+
+def _tool_descriptors(
+    tools: Sequence[ToolLike] | Mapping[str, ToolLike],
+) -> list[tuple[str, ResourceDescriptor]]:
+    named = list(tools.items()) if isinstance(tools, Mapping) else [(None, t) for t in tools]
+    found: dict[str, ResourceDescriptor] = {}
+    for given_name, item in named:
+        if isinstance(item, ResourceDescriptor):
+            if given_name is None:
+                raise FlinkAgentsError(
+                    "ReActAgent: a tool given as a ResourceDescriptor needs a name: pass "
+                    "tools as a mapping {name: descriptor}"
+                )
+            name, descriptor = given_name, item
+        else:
+            tool = item if isinstance(item, Tool) else FunctionTool(item)
+            name = given_name or tool.metadata.name
+            descriptor = _describe(tool, f"tool {name!r}")
+        if name in found:
+            raise FlinkAgentsError(f"ReActAgent: two tools are named {name!r}")
+        found[name] = descriptor
+    return list(found.items())

@@ -1,0 +1,360 @@
+"""Tools: Python functions a model can call, with the JSON schema taken from their signature.
+
+``Tool.from_function(fn)`` (or ``@tool``) reads the parameters' type hints and the Google-style
+docstring (summary and ``Args:`` section) into the schema the model sees; calls validate the
+model's arguments against the same pydantic model before running the function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from flink_agents.api._chat import ToolCall
+from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._events import Event
+from flink_agents.api._resources import (
+    ResourceDescriptor,
+    ResourceType,
+    code_ref,
+    import_code_ref,
+)
+
+F = TypeVar("F")
+
+TOOL_ATTR = "__flink_agents_tool__"
+"""Set by ``@tool`` on a function: its name and description overrides."""
+
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Returns|Return|Yields|Raises|Examples?|Notes?|"
+    r"Attributes|See Also|Warnings?):\s*$"
+)
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+class ToolArgumentsError(FlinkAgentsError, ValueError):
+    """A model called a tool with arguments that do not match its schema."""
+
+
+class ToolSpec(BaseModel):
+    """What a model is told about a tool: its name, purpose and JSON-schema parameters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Tool(ABC):
+    """A tool resource. Subclass it for tools that are not plain functions.
+
+    Tools are created once per runner and called from the async executor's threads, so
+    ``call`` must be thread-safe. The built-in tool action calls it through durable
+    execution: a recovered job reuses recorded results instead of calling again.
+    """
+
+    @property
+    @abstractmethod
+    def metadata(self) -> ToolSpec:
+        """The tool's name, description and parameter schema."""
+
+    @abstractmethod
+    def call(self, arguments: Mapping[str, Any]) -> Any:
+        """Run the tool with the model's ``arguments`` (a JSON object) and return its result.
+
+        Raises:
+            ToolArgumentsError: the arguments do not match the tool's parameters.
+        """
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> FunctionTool:
+        """A tool that calls ``function``; see ``FunctionTool``."""
+        return FunctionTool(function, name=name, description=description)
+
+    @classmethod
+    def from_ref(
+        cls, function: str, name: str | None = None, description: str | None = None
+    ) -> FunctionTool:
+        """The provider plans use: a tool from the function named ``module:qualname``."""
+        target = import_code_ref(function)
+        if isinstance(target, FunctionTool):
+            target = target.function
+        return FunctionTool(target, name=name, description=description)
+
+
+class FunctionTool(Tool):
+    """A plain Python function as a tool.
+
+    The parameters' schema comes from the type hints (unannotated means any JSON value),
+    defaults make a parameter optional, and each parameter's description comes from the
+    docstring's ``Args:`` section. The tool's description is the docstring's text before
+    its first section. ``*args`` and ``**kwargs`` are not supported: a model can only pass
+    named arguments.
+
+    Args:
+        function: the function; ``async def`` functions run to completion on the caller's
+            thread.
+        name: overrides the function's name (and ``@tool(name=...)``).
+        description: overrides the docstring's description.
+    """
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        if not callable(function):
+            raise TypeError(f"a tool wraps a function, got {function!r}")
+        function = getattr(function, "__func__", function)  # a staticmethod object
+        marked = getattr(function, TOOL_ATTR, {})
+        self.function = function
+        self._name_override = name
+        self._description_override = description
+        doc_description, arg_docs = parse_docstring(inspect.getdoc(function) or "")
+        tool_name = name or marked.get("name") or function.__name__
+        self._args_model, self._positional = _arguments_model(function, tool_name, arg_docs)
+        parameters = _strip_titles(self._args_model.model_json_schema())
+        parameters.setdefault("properties", {})
+        self._metadata = ToolSpec(
+            name=tool_name,
+            description=description or marked.get("description") or doc_description,
+            parameters=parameters,
+        )
+
+    @property
+    def metadata(self) -> ToolSpec:
+        return self._metadata
+
+    def call(self, arguments: Mapping[str, Any]) -> Any:
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentsError(
+                f"tool {self._metadata.name!r} takes a JSON object of arguments, got "
+                f"{_shorten(arguments)}"
+            )
+        try:
+            validated = self._args_model.model_validate(dict(arguments))
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise ToolArgumentsError(
+                f"tool {self._metadata.name!r} got invalid arguments: {problems}"
+            ) from None
+        values = {field: getattr(validated, field) for field in type(validated).model_fields}
+        args = [values.pop(field) for field in self._positional]
+        result = self.function(*args, **values)
+        if inspect.iscoroutine(result):
+            result = asyncio.run(result)
+        return result
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly, as if it were not a tool."""
+        return self.function(*args, **kwargs)
+
+    def descriptor(self) -> ResourceDescriptor:
+        """How a plan recreates this tool (the function must be defined at module level)."""
+        args: dict[str, Any] = {"function": code_ref(self.function)}
+        if self._name_override:
+            args["name"] = self._name_override
+        if self._description_override:
+            args["description"] = self._description_override
+        return ResourceDescriptor(Tool.from_ref, ResourceType.TOOL, **args)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The generated arguments model cannot be pickled by reference: rebuild instead.
+        return (
+            _rebuild_function_tool,
+            (self.function, self._name_override, self._description_override),
+        )
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self._metadata.name!r})"
+
+
+def _rebuild_function_tool(
+    function: Callable[..., Any], name: str | None, description: str | None
+) -> FunctionTool:
+    return FunctionTool(function, name=name, description=description)
+
+
+def tool(
+    function: F | None = None, *, name: str | None = None, description: str | None = None
+) -> Any:
+    """Mark a function as a tool: ``@tool`` or ``@tool(name=..., description=...)``.
+
+    The function stays a plain function (still callable, still named by its module and
+    qualified name). Inside an ``Agent`` class (above or below ``@staticmethod``) it
+    declares a tool resource named after the method; elsewhere pass it to
+    ``Tool.from_function`` or ``ReActAgent(tools=[...])``.
+    """
+
+    def mark(member: F) -> F:
+        target = getattr(member, "__func__", member)
+        if not callable(target):
+            raise TypeError(f"@tool decorates a function, got {member!r}")
+        overrides = {k: v for k, v in (("name", name), ("description", description)) if v}
+        setattr(target, TOOL_ATTR, overrides)
+        return member
+
+    return mark(function) if function is not None else mark
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call: its result, or the error the model is told about."""
+
+    tool_call_id: str
+    name: str
+    content: Any = None
+    error: str | None = None
+
+    def text(self) -> str:
+        """The result as the text of a ``tool`` message."""
+        if self.error is not None:
+            return f"Error: {self.error}"
+        if isinstance(self.content, str):
+            return self.content
+        if isinstance(self.content, BaseModel):
+            return self.content.model_dump_json()
+        return json.dumps(self.content, default=str, ensure_ascii=False)
+
+
+class ToolRequestEvent(Event):
+    """Run ``tool_calls`` (each names a ``tool`` resource); answered by a
+    ``ToolResponseEvent`` whose ``request_id`` is this event's ``id``.
+
+    Attributes:
+        model: the chat model resource that asked, if any.
+        tool_calls: the calls to make, in order.
+    """
+
+    model: str | None = None
+    tool_calls: list[ToolCall]
+
+
+class ToolResponseEvent(Event):
+    """The results of a ``ToolRequestEvent``, in the order of its calls.
+
+    A call that failed (unknown tool, bad arguments, the tool raised) has ``error`` set and
+    the run goes on, so a model can correct itself.
+    """
+
+    request_id: UUID
+    results: list[ToolResult]
+
+
+# --- schema from a signature --------------------------------------------------------------
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """A Google-style docstring's description (text before the first section) and the
+    descriptions of its ``Args:`` entries (continuation lines joined)."""
+    description: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    arg_indent: int | None = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        header = _SECTION.match(stripped)
+        if header and len(line) - len(line.lstrip()) == 0:
+            section = header.group(1)
+            current, arg_indent = None, None
+            continue
+        if section is None:
+            description.append(stripped)
+            continue
+        if section not in ("Args", "Arguments", "Parameters") or not stripped:
+            continue
+        indent = len(line) - len(line.lstrip())
+        entry = _ARG_LINE.match(stripped)
+        if entry and (arg_indent is None or indent <= arg_indent):
+            arg_indent = indent
+            current = entry.group(1).lstrip("*")
+            args[current] = entry.group(2).strip()
+        elif current is not None:
+            args[current] = f"{args[current]} {stripped}".strip()
+    text = "\n".join(description).strip()
+    return re.sub(r"\n{3,}", "\n\n", text), args
+
+
+def _arguments_model(
+    function: Callable[..., Any], tool_name: str, arg_docs: Mapping[str, str]
+) -> tuple[type[BaseModel], list[str]]:
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception as error:
+        raise FlinkAgentsError(
+            f"tool {tool_name!r}: cannot resolve the type hints of {function!r}: {error}"
+        ) from error
+    fields: dict[str, Any] = {}
+    positional: list[str] = []
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise FlinkAgentsError(
+                f"tool {tool_name!r}: *args and **kwargs cannot be described to a model; "
+                "give every parameter a name"
+            )
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            positional.append(parameter.name)
+        default = ... if parameter.default is parameter.empty else parameter.default
+        info = Field(default=default, description=arg_docs.get(parameter.name))
+        fields[parameter.name] = (hints.get(parameter.name, Any), info)
+    model_name = re.sub(r"\W", "_", f"{tool_name}_arguments")
+    try:
+        model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+        model.model_json_schema()
+    except Exception as error:
+        raise FlinkAgentsError(
+            f"tool {tool_name!r}: its parameters cannot be described as JSON schema: {error}"
+        ) from error
+    return model, positional
+
+
+_DATA_KEYS = frozenset({"default", "examples", "const", "enum"})
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+
+
+def _strip_titles(schema: Any) -> Any:
+    """The schema without pydantic's generated ``title``s (noise in a model's prompt)."""
+    if isinstance(schema, list):
+        return [_strip_titles(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in _DATA_KEYS:
+            cleaned[key] = value
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            cleaned[key] = {name: _strip_titles(sub) for name, sub in value.items()}
+        else:
+            cleaned[key] = _strip_titles(value)
+    return cleaned
+
+
+def _shorten(value: Any, limit: int = 200) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."

@@ -1,0 +1,1 @@
+"""Integrations: OpenAI-compatible chat and embedding models, local embeddings, vector stores."""

