@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from flink_agents.api import ActionExecutionError, FlinkAgentsError
 from flink_agents.cli._jsonl import Rejected, read_json_lines
 from flink_agents.runtime import LocalRunner
 from flink_agents.runtime._keys import key_function
+from flink_agents.runtime._records import to_json_line
 
 
 @dataclass
@@ -86,4 +86,4 @@ def run_json_lines(
 
 
 def _write(stream: TextIO, value: Any) -> None:
-    stream.write(json.dumps(value, default=str, ensure_ascii=False) + "\n")
+    stream.write(to_json_line(value) + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flink_agents._shipping import ShippedByName, ShippedFunction
 from flink_agents.api._errors import FlinkAgentsError
 
 
@@ -12,7 +13,7 @@ def key_function(selector: Callable[[Any], Any] | str | None) -> Callable[[Any],
     """A function from record to key: ``selector`` itself, a field getter for a field name,
     or a constant None key."""
     if selector is None:
-        return _no_key
+        return ShippedFunction(_no_key)
     if isinstance(selector, str):
         return _FieldKey(selector)
     if callable(selector):
@@ -24,7 +25,7 @@ def _no_key(record: Any) -> None:
     return None
 
 
-class _FieldKey:
+class _FieldKey(ShippedByName):
     """Picklable field getter (Flink ships key selectors to its workers)."""
 
     def __init__(self, field: str) -> None:

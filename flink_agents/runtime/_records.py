@@ -1,9 +1,12 @@
-"""Turning a line of JSON-lines input into a record, with one wording for bad lines."""
+"""JSON lines in and out: a line to a record, with one wording for bad lines, and an output
+to a line, the same way in the local batch runner and the Flink job."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from pydantic import BaseModel
 
 
 class BadRecord(ValueError):
@@ -23,3 +26,15 @@ def parse_json_object(text: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise BadRecord(f"expected a JSON object, got {type(record).__name__}")
     return record
+
+
+def to_json_line(value: Any) -> str:
+    """``value`` as one line of JSON (without the newline)."""
+    return json.dumps(value, default=_json_default, ensure_ascii=False)
+
+
+def _json_default(value: Any) -> Any:
+    """Pydantic outputs (a ReAct agent's structured answer) as JSON objects, else ``str``."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)

@@ -12,6 +12,7 @@ from typing import Any
 from pyflink.common import Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
+from flink_agents._shipping import ShippedFunction
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.plan import AgentPlan, to_plan
@@ -51,7 +52,7 @@ class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
         # Parallelism 1 like the source: a rebalance here would reorder the records of a key.
         stream = (
             self.env.from_collection(payloads, type_info=Types.STRING())
-            .map(_unpickle, output_type=Types.PICKLED_BYTE_ARRAY())
+            .map(ShippedFunction(_unpickle), output_type=Types.PICKLED_BYTE_ARRAY())
             .set_parallelism(1)
         )
         return FlinkAgentBuilder(self, stream, key_selector, None)

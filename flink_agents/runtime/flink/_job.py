@@ -23,8 +23,9 @@ from pyflink.datastream.connectors.file_system import (
     StreamFormat,
 )
 
+from flink_agents._shipping import ShippedByName, ShippedFunction
 from flink_agents.plan import AgentPlan
-from flink_agents.runtime._records import BadRecord, parse_json_object
+from flink_agents.runtime._records import BadRecord, parse_json_object, to_json_line
 from flink_agents.runtime.flink._environment import FlinkExecutionEnvironment
 
 REJECTED_TAG = OutputTag("rejected-records", Types.PICKLED_BYTE_ARRAY())
@@ -40,7 +41,7 @@ class JobPaths:
     memory: Path | None = None
 
 
-class ParseJsonLines(ProcessFunction):
+class ParseJsonLines(ShippedByName, ProcessFunction):
     """A line to a dict record; bad lines and records without the key go to ``REJECTED_TAG``."""
 
     def __init__(self, key_field: str) -> None:
@@ -80,7 +81,9 @@ def build_agent_job(
     agents = FlinkExecutionEnvironment(env, **options)
     builder = agents.from_datastream(records, key_field).apply(plan)
     _to_files(builder.to_datastream(), paths.output, "outputs")
-    failures = records.get_side_output(REJECTED_TAG).union(builder.error_stream().map(_failed_run))
+    failures = records.get_side_output(REJECTED_TAG).union(
+        builder.error_stream().map(ShippedFunction(_failed_run))
+    )
     _to_files(failures, paths.errors, "errors")
     if paths.memory is not None:
         _to_files(builder.memory_stream(), paths.memory, "memory")
@@ -95,13 +98,13 @@ def _to_files(stream: DataStream, directory: Path, prefix: str) -> None:
         )
         .build()
     )
-    stream.map(_to_json, output_type=Types.STRING()).name(f"{prefix}-json").sink_to(sink).name(
-        f"{prefix}-files"
-    ).uid(f"{prefix}-files")
+    stream.map(ShippedFunction(_to_json), output_type=Types.STRING()).name(
+        f"{prefix}-json"
+    ).sink_to(sink).name(f"{prefix}-files").uid(f"{prefix}-files")
 
 
 def _to_json(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)
+    return to_json_line(value)
 
 
 def _rejected(raw: str, reason: str) -> dict[str, Any]:
