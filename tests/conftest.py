@@ -5,6 +5,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+pytest_plugins = ["flink_agents.testing.pytest_plugin"]
+
 # Python workers are started by the JVM, which inherits this environment: put the repository
 # on their path so plans naming tests.* modules bind there too.
 _paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -19,3 +21,20 @@ if "FLINK_AGENTS_DATA_DIR" not in os.environ:
 
     os.environ["FLINK_AGENTS_DATA_DIR"] = tempfile.mkdtemp(prefix="flink-agents-tests-")
     atexit.register(shutil.rmtree, os.environ["FLINK_AGENTS_DATA_DIR"], ignore_errors=True)
+
+
+# A real PostgreSQL server (the shared action log's backend) for every test directory, started
+# once per session from the machine's binaries; tests that use it skip where there are none.
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+from flink_agents.testing.postgres import PostgresServer, find_postgres_bindir  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    if find_postgres_bindir() is None:
+        pytest.skip("no PostgreSQL server binaries (initdb) under /usr/lib/postgresql or PATH")
+    with PostgresServer() as server:
+        yield server

@@ -1,5 +1,13 @@
-"""What users need to test their own agents: a real local Flink cluster, sink readers."""
+"""What users need to test their own agents: a real local Flink cluster, a throwaway
+PostgreSQL server, sink readers."""
 
 from flink_agents.testing._cluster import StandaloneCluster, clean_environment, free_port
+from flink_agents.testing.postgres import PostgresServer, find_postgres_bindir
 
-__all__ = ["StandaloneCluster", "clean_environment", "free_port"]
+__all__ = [
+    "PostgresServer",
+    "StandaloneCluster",
+    "clean_environment",
+    "find_postgres_bindir",
+    "free_port",
+]

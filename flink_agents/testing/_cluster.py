@@ -89,6 +89,7 @@ class StandaloneCluster:
         self.config_file = config_file
         self.slots = slots
         self.overrides = overrides or {}
+        self._started = 0  # TaskManagers started so far
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -144,28 +145,66 @@ class StandaloneCluster:
         self.write_config()
         self._script("jobmanager.sh", "start")
         for _ in range(taskmanagers):
-            self._script("taskmanager.sh", "start")
+            self.start_taskmanager()
         self.wait_for_taskmanagers(taskmanagers, timeout)
         return self
 
-    def start_taskmanager(self) -> None:
-        self._script("taskmanager.sh", "start")
+    def start_taskmanager(self) -> str:
+        """Start one more TaskManager; returns its resource id (``tm-1``, ``tm-2``, ...: never
+        reused, so the REST API's ids name one process each, see ``taskmanager_pid``)."""
+        self._started += 1
+        resource_id = f"tm-{self._started}"
+        self._script("taskmanager.sh", "start", "-D", f"taskmanager.resource-id={resource_id}")
+        return resource_id
 
-    def stop(self) -> None:
-        """Stop every TaskManager and the JobManager (killing what does not stop)."""
-        self._script("taskmanager.sh", "stop-all", check=False)
-        self._script("jobmanager.sh", "stop-all", check=False)
-        for pid in self._pids("taskexecutor") + self._pids("standalonesession"):
-            _kill(pid, signal.SIGKILL)
+    def stop(self, timeout: float = 20) -> None:
+        """Stop every TaskManager and the JobManager as ``stop-all`` does (SIGTERM, then
+        SIGKILL after ``timeout``), but all at once and without the scripts' JVM start-up;
+        Python workers left behind are killed too."""
+        daemons = self._pids("taskexecutor") + self._pids("standalonesession")
+        trees = [process_tree(pid) for pid in daemons if _alive(pid)]
+        for tree in trees:
+            _kill(tree[0], signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while any(_alive(tree[0]) for tree in trees) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in (pid for tree in trees for pid in tree):
+            if _alive(pid):
+                _kill(pid, signal.SIGKILL)
+        for pid_file in self.pid_dir.glob("flink-*.pid"):
+            pid_file.unlink()
 
     def taskmanager_pids(self) -> list[int]:
         return [pid for pid in self._pids("taskexecutor") if _alive(pid)]
 
-    def kill_taskmanager(self) -> int:
-        """``kill -9`` the oldest living TaskManager; returns its pid."""
-        pid = self.taskmanager_pids()[0]
-        _kill(pid, signal.SIGKILL)
+    def taskmanager_pid(self, resource_id: str) -> int | None:
+        """The living TaskManager process started with ``resource_id``, if any."""
+        argument = f"taskmanager.resource-id={resource_id}".encode()
+        for pid in self.taskmanager_pids():
+            with contextlib.suppress(OSError):
+                if argument in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                    return pid
+        return None
+
+    def job_taskmanagers(self, job_id: str) -> set[str]:
+        """The resource ids of the TaskManagers running the job's tasks now."""
+        found = set()
+        for vertex in self.rest(f"/jobs/{job_id}")["vertices"]:
+            hosts = self.rest(f"/jobs/{job_id}/vertices/{vertex['id']}/taskmanagers")
+            found.update(tm["taskmanager-id"] for tm in hosts["taskmanagers"])
+        return found
+
+    def kill_taskmanager(self, pid: int | None = None, tree: bool = False) -> int:
+        """``kill -9`` TaskManager ``pid`` (default: the oldest living one); returns its pid.
+        ``tree`` kills its Python workers too, as losing the machine or container would."""
+        pid = pid or self.taskmanager_pids()[0]
+        for victim in process_tree(pid) if tree else [pid]:
+            _kill(victim, signal.SIGKILL)
         return pid
+
+    def worker_pids(self) -> list[int]:
+        """The processes the living TaskManagers started (their Python workers)."""
+        return [p for tm in self.taskmanager_pids() for p in process_tree(tm)[1:]]
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()
@@ -246,11 +285,34 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it, parents first (from ``/proc``; Linux only)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        parent = int(stat.rsplit(")", 1)[1].split()[1])  # the name may hold spaces
+        children.setdefault(parent, []).append(int(entry.name))
+    tree, index = [pid], 0
+    while index < len(tree):
+        tree.extend(sorted(children.get(tree[index], [])))
+        index += 1
+    return tree
+
+
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a killed process nobody reaped yet (a zombie) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
     return True
 
 

@@ -56,23 +56,33 @@ def ledger_call(ledger: str, record_id: int, step: str, delay_s: float) -> str:
     return execution
 
 
-def _maybe_fail(config: Mapping[str, Any], record_id: int) -> None:
-    """Fail the first time a record listed in ``fail_at`` gets here (a marker file per id
-    remembers it across the restart)."""
-    if record_id not in config.get("fail_at", ()):
+def _maybe_fail(config: Mapping[str, Any]) -> None:
+    """Fail once for each threshold in ``fail_after_calls``: the first time the ledger holds
+    at least that many executions (a marker file per threshold remembers it across the
+    restart). Counting executions, not record ids, makes every failure happen whatever the
+    interleaving of keys: a record id may be done before an earlier failure, and then be
+    replayed from the log, never reaching here again."""
+    thresholds = config.get("fail_after_calls", ())
+    if not thresholds:
         return
-    marker = Path(config["ledger"]).with_name(f"failed-{record_id}")
-    try:
-        marker.touch(exist_ok=False)
-    except FileExistsError:
-        return
-    raise InjectedFailure(f"injected failure at record {record_id}")
+    ledger = Path(config["ledger"])
+    executed = len(read_ledger(ledger))
+    for threshold in thresholds:
+        if executed < threshold:
+            continue
+        marker = ledger.with_name(f"failed-after-{threshold}")
+        try:
+            marker.touch(exist_ok=False)
+        except FileExistsError:
+            continue
+        raise InjectedFailure(f"injected failure after {executed} paid calls")
 
 
 class LedgerAgent(Agent):
     """Two actions per record, each with a durable call; memory written with set,
     new_object and delete. Config: ``ledger`` (file path), ``delay_s`` (latency of the
-    first call), ``fail_at`` (record ids that fail once, after their first call)."""
+    first call), ``fail_after_calls`` (ledger sizes at which the first action fails once,
+    after its call)."""
 
     @action(InputEvent)
     async def charge(event: InputEvent, ctx: RunnerContext) -> None:
@@ -80,7 +90,7 @@ class LedgerAgent(Agent):
         charge = await ctx.durable_execute_async(
             ledger_call, config["ledger"], record["id"], "charge", config.get("delay_s", 0.0)
         )
-        _maybe_fail(config, record["id"])  # after the call: its re-execution must reuse it
+        _maybe_fail(config)  # after the call: its re-execution must reuse it
         memory = ctx.short_term_memory
         count = (memory.get("count") or 0) + 1
         memory.set("count", count)

@@ -1,0 +1,85 @@
+"""Recovery in MiniCluster: the job fails twice mid-stream (an action raises under the
+``fail`` policy), Flink restarts it from its last checkpoint and the source replays; the
+action log must make that invisible: outputs exactly once, the same final memory, and no
+durable call executed twice. The same job without the log shows what it prevents."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyflink.common import Configuration
+from pyflink.datastream import StreamExecutionEnvironment
+
+from flink_agents.plan import to_plan
+from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
+from flink_agents.testing.recovery import (
+    LedgerAgent,
+    check_recovery,
+    expected_memory,
+    make_records,
+    read_ledger,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.flink]
+
+RECORDS = make_records(80, 4)
+FAIL_AFTER_CALLS = [50, 110]  # of the 160 paid calls a run without failure makes
+
+
+def run_failing_job(tmp_path, action_log: str) -> tuple[list, list, list]:
+    data = tmp_path / "input.jsonl"
+    data.write_text("".join(json.dumps(record) + "\n" for record in RECORDS))
+    ledger = tmp_path / "ledger.jsonl"
+    plan = to_plan(LedgerAgent).model_copy(
+        update={
+            "config": {"ledger": str(ledger), "delay_s": 0.05, "fail_after_calls": FAIL_AFTER_CALLS}
+        }
+    )
+    config = Configuration()
+    config.set_string("restart-strategy.type", "fixed-delay")
+    config.set_string("restart-strategy.fixed-delay.attempts", str(len(FAIL_AFTER_CALLS) + 1))
+    config.set_string("restart-strategy.fixed-delay.delay", "100 ms")
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    env.set_parallelism(2)
+    out = tmp_path / "out"
+    paths = JobPaths(data, out / "outputs", out / "errors", out / "memory")
+    build_agent_job(
+        env,
+        plan,
+        paths,
+        "user",
+        checkpoint_interval_ms=1000,
+        memory_snapshots=True,
+        action_log=action_log,
+    )
+    env.execute("recovery")
+    for threshold in FAIL_AFTER_CALLS:  # the failures did happen
+        assert (tmp_path / f"failed-after-{threshold}").exists()
+    return read_json_files(out / "outputs"), read_json_files(out / "memory"), read_ledger(ledger)
+
+
+def final_memory(snapshots: list[dict]) -> dict:
+    last = {}
+    for snapshot in sorted(snapshots, key=lambda s: s["run_sequence"]):
+        last[snapshot["key"]] = snapshot["short_term_memory"]
+    return last
+
+
+def test_restarts_replay_from_the_action_log_without_paying_twice(tmp_path):
+    outputs, memory, ledger = run_failing_job(tmp_path, f"sqlite://{tmp_path}/log.db")
+    report = check_recovery(RECORDS, outputs, ledger)
+    assert report.ok, report
+    assert (report.lost, report.duplicated, report.outputs) == (0, 0, len(RECORDS))
+    assert report.repeated_calls == 0  # failures inside actions leave no call unrecorded
+    assert len(ledger) == 2 * len(RECORDS)  # every paid call exactly once
+    assert final_memory(memory) == expected_memory(RECORDS)
+
+
+def test_without_the_action_log_the_restarts_pay_again(tmp_path):
+    """The control: Flink alone keeps outputs and memory exact, but calls run again."""
+    outputs, memory, ledger = run_failing_job(tmp_path, "none")
+    report = check_recovery(RECORDS, outputs, ledger)
+    assert (report.lost, report.duplicated) == (0, 0)
+    assert final_memory(memory) == expected_memory(RECORDS)
+    assert len(ledger) > 2 * len(RECORDS)
