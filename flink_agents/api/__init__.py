@@ -5,7 +5,19 @@ without a JVM.
 """
 
 from flink_agents.api._agent import Agent, action, resource
+from flink_agents.api._chat import (
+    BaseChatModel,
+    ChatMessage,
+    ChatModelError,
+    ChatRequestEvent,
+    ChatResponse,
+    ChatResponseEvent,
+    MessageRole,
+    TokenUsage,
+    ToolCall,
+)
 from flink_agents.api._context import RunnerContext
+from flink_agents.api._embedding import BaseEmbeddingModel, EmbeddingError
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment
 from flink_agents.api._errors import (
     ActionExecutionError,
@@ -15,24 +27,71 @@ from flink_agents.api._errors import (
     PlanError,
 )
 from flink_agents.api._events import Event, InputEvent, OutputEvent
+from flink_agents.api._knowledge import Knowledge, KnowledgeSet, KnowledgeSetItem
+from flink_agents.api._long_term import (
+    CapacityManageStrategy,
+    LongTermMemory,
+    MemorySet,
+    MemorySetItem,
+    MemorySetNotFoundError,
+    items_for_handoff,
+)
 from flink_agents.api._memory import MemoryObject
-from flink_agents.api._resources import ResourceType
+from flink_agents.api._prompts import Prompt
+from flink_agents.api._resources import ResourceDescriptor, ResourceType, env_ref
+from flink_agents.api._tools import (
+    FunctionTool,
+    Tool,
+    ToolRequestEvent,
+    ToolResponseEvent,
+    ToolResult,
+    tool,
+)
 
 __all__ = [
     "ActionExecutionError",
     "Agent",
     "AgentBuilder",
     "AgentsExecutionEnvironment",
+    "BaseChatModel",
+    "BaseEmbeddingModel",
+    "CapacityManageStrategy",
+    "ChatMessage",
+    "ChatModelError",
+    "ChatRequestEvent",
+    "ChatResponse",
+    "ChatResponseEvent",
+    "EmbeddingError",
     "Event",
     "FlinkAgentsError",
+    "FunctionTool",
     "InputEvent",
+    "Knowledge",
+    "KnowledgeSet",
+    "KnowledgeSetItem",
+    "LongTermMemory",
     "MemoryObject",
     "MemoryPathError",
+    "MemorySet",
+    "MemorySetItem",
+    "MemorySetNotFoundError",
     "MemoryValueError",
+    "MessageRole",
     "OutputEvent",
     "PlanError",
+    "Prompt",
+    "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",
+    "TokenUsage",
+    "Tool",
+    "ToolCall",
+    "ToolRequestEvent",
+    "ToolResponseEvent",
+    "ToolResult",
     "action",
+    "env_ref",
+    "items_for_handoff",
     "resource",
+    "tool",
 ]

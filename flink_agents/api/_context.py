@@ -6,7 +6,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event
+from flink_agents.api._knowledge import Knowledge
+from flink_agents.api._long_term import LongTermMemory
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._resources import ResourceType
 
@@ -47,6 +50,34 @@ class RunnerContext(ABC):
     def get_sensory_memory(self) -> MemoryObject:
         """The root of sensory memory."""
         return self.sensory_memory
+
+    @property
+    def long_term_memory(self) -> LongTermMemory:
+        """The memory sets of this key (seed 001): capacity-managed, searchable by meaning.
+
+        Writes go straight to the vector store, not through the action's buffer; an action
+        that runs again (a retry, a replay) overwrites the items it wrote instead of adding
+        them twice.
+
+        Raises:
+            FlinkAgentsError: this runner has no long-term memory configured.
+        """
+        raise FlinkAgentsError(
+            "no long-term memory is configured for this runner (set the agent option "
+            "'long-term-memory-store', or run on the local or Flink runner)"
+        )
+
+    @property
+    def knowledge(self) -> Knowledge:
+        """Knowledge sets shared by every key and job (seed 001).
+
+        Raises:
+            FlinkAgentsError: this runner has no knowledge store configured.
+        """
+        raise FlinkAgentsError(
+            "no knowledge store is configured for this runner (set the agent option "
+            "'long-term-memory-store', or run on the local or Flink runner)"
+        )
 
     @abstractmethod
     def get_resource(self, name: str, type: ResourceType | None = None) -> Any:

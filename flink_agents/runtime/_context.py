@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 from flink_agents.api._context import RunnerContext
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent
+from flink_agents.api._knowledge import Knowledge
+from flink_agents.api._long_term import LongTermMemory
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._resources import ResourceType
 from flink_agents.memory import BufferedState, FlatMemory, MemoryDelta, StateMap
 from flink_agents.runtime._journal import CallRecorder, CallSlot
+from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._resources import ResourceCache
 
 T = TypeVar("T")
@@ -30,8 +33,14 @@ class ActionContext(RunnerContext):
         config: Mapping[str, Any],
         executor: Executor,
         recorder: CallRecorder | None = None,
+        *,
+        long_term: LongTermProvider | None = None,
+        identity: Sequence[str | int] | None = None,
     ) -> None:
         self._key = key
+        self._long_term = long_term
+        self._identity = identity
+        """The action's identity: long-term items it writes get ids derived from it."""
         self.recorder = recorder
         """Records durable calls in the action log (None: no log, calls just run)."""
         self._sensory = sensory
@@ -70,6 +79,18 @@ class ActionContext(RunnerContext):
     @property
     def config(self) -> Mapping[str, Any]:
         return self._config
+
+    @property
+    def long_term_memory(self) -> LongTermMemory:
+        if self._long_term is None:
+            return super().long_term_memory
+        return self._long_term.memory(self._key, self._identity)
+
+    @property
+    def knowledge(self) -> Knowledge:
+        if self._long_term is None:
+            return super().knowledge
+        return self._long_term.knowledge(self._identity)
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.recorder is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import uuid
 from collections import deque
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -23,6 +24,8 @@ from flink_agents.memory import MemoryDelta, StateMap
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import ActionContext
 from flink_agents.runtime._journal import ActionJournal, input_event_id
+from flink_agents.runtime._long_term import LongTermProvider
+from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
 from flink_agents.runtime.action_log import ActionRecord
 
@@ -114,10 +117,19 @@ class RunEngine:
         max_steps: int = DEFAULT_MAX_STEPS,
         async_threads: int = 16,
         journal: ActionJournal | None = None,
+        options: AgentOptions | None = None,
+        long_term_subdirectory: str | None = None,
     ) -> None:
         self.plan = plan
         self.journal = journal
         self.resources = ResourceCache(plan)
+        self.long_term = LongTermProvider(
+            options or AgentOptions(), self.resources, long_term_subdirectory
+        )
+        """Long-term memory and knowledge, opened when an action first uses them."""
+        # Without an action log, ids of long-term items still differ between engines (runs
+        # of another process must not overwrite them) and repeat within one (a retry).
+        self._engine_id = uuid.uuid4().hex
         self.max_steps = max_steps
         self.async_threads = async_threads
         self._executor: ThreadPoolExecutor | None = None
@@ -135,10 +147,11 @@ class RunEngine:
         return self._executor
 
     def close(self) -> None:
-        """Stop the executor (waiting for running calls)."""
+        """Stop the executor (waiting for running calls) and let compactions finish."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+        self.long_term.close()
 
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
@@ -172,8 +185,12 @@ class RunEngine:
                 ),
             )
         recorder = None
+        # Long-term items written by this action get ids derived from its identity.
+        step = (run.sequence, run.steps + 1, action.name)
+        writer: tuple[Any, ...] = (self._engine_id, repr(run.key), *step)
         if self.journal is not None:
             identity = self.journal.identity(run.key, run.sequence, run.steps + 1, action.name)
+            writer = dataclasses.astuple(identity)
             try:
                 record = self.journal.completed(identity)
                 if record is not None:
@@ -189,6 +206,8 @@ class RunEngine:
             self._configs[action.name],
             self.executor,
             recorder,
+            long_term=self.long_term,
+            identity=writer,
         )
         try:
             result = action.function(pending.event, context)

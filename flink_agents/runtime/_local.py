@@ -42,9 +42,12 @@ class LocalRunner:
         *,
         max_steps: int = DEFAULT_MAX_STEPS,
         journal: ActionJournal | None = None,
+        options: AgentOptions | None = None,
     ) -> None:
         self.plan: AgentPlan = to_plan(agent)
-        self.engine = RunEngine(bind_plan(self.plan), max_steps=max_steps, journal=journal)
+        self.engine = RunEngine(
+            bind_plan(self.plan), max_steps=max_steps, journal=journal, options=options
+        )
         self._sequence: dict[Any, int] = {}
         self._sensory: dict[Any, DictState] = {}
         self._short_term: dict[Any, DictState] = {}
@@ -121,7 +124,10 @@ class LocalAgentBuilder(AgentBuilder):
         if self.runner is not None:
             raise FlinkAgentsError("an agent is already applied to this input")
         self.runner = LocalRunner(
-            agent, max_steps=self._options.max_steps_per_run, journal=_journal(self._options)
+            agent,
+            max_steps=self._options.max_steps_per_run,
+            journal=_journal(self._options),
+            options=self._options,
         )
         return self
 
@@ -142,6 +148,8 @@ class LocalAgentBuilder(AgentBuilder):
             except Exception:
                 self._failed = True
                 raise
+            finally:  # compactions finish and the vector store is released
+                self.runner.engine.long_term.close()
             self._keyed_outputs = keyed
         return list(self._keyed_outputs)
 

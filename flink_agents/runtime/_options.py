@@ -57,6 +57,17 @@ class AgentOptions(BaseModel):
     """Where embedded stores keep their files (the SQLite action log by default); the
     default is ``$FLINK_AGENTS_DATA_DIR`` or ``~/.flink-agents``."""
 
+    long_term_memory_store: str | None = Field(None, alias="long-term-memory-store")
+    """Where ``ctx.long_term_memory`` and ``ctx.knowledge`` live: ``http(s)://...`` for a
+    Qdrant server (key in ``$QDRANT_API_KEY``), else a directory for the embedded store.
+    Unset: ``<data-dir>/vector-store``. Flink jobs add a subdirectory per subtask there
+    (an embedded store is locked by one process), so knowledge shared across subtasks
+    needs a server."""
+    long_term_memory_embedding: str | None = Field(None, alias="long-term-memory-embedding")
+    """The embedding-model resource for long-term memory; unset: the offline MiniLM model."""
+    long_term_memory_chat_model: str | None = Field(None, alias="long-term-memory-chat-model")
+    """The chat-model resource that summarizes memory sets with the ``summarize`` strategy."""
+
     def action_log_url(self, embedded_default: bool) -> str | None:
         """The action log to open, or None for none."""
         if self.action_log is None:

@@ -27,6 +27,7 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext, TimeDomain
 from pyflink.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 
+from flink_agents._shipping import ShippedByName, import_lock
 from flink_agents.api._errors import ActionExecutionError
 from flink_agents.memory import FlatMemory, to_dict
 from flink_agents.plan import bind_plan, plan_from_json
@@ -40,8 +41,12 @@ ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
 MEMORY_TAG = OutputTag("agent-memory", Types.PICKLED_BYTE_ARRAY())
 
 
-class AgentDispatcher(KeyedProcessFunction):
-    """Executes an agent plan (given as JSON) on a keyed stream."""
+class AgentDispatcher(ShippedByName, KeyedProcessFunction):
+    """Executes an agent plan (given as JSON) on a keyed stream.
+
+    Pickles by name (``flink_agents._shipping``), and binds its plan under the worker's
+    import lock: operators are built on several threads at once after a restore.
+    """
 
     def __init__(
         self, plan_json: str, options: AgentOptions, job_id: str, action_log_url: str | None
@@ -71,11 +76,16 @@ class AgentDispatcher(KeyedProcessFunction):
                 replay=replay,
                 retention_ms=self.options.action_log_retention_ms,
             )
+        with import_lock:  # binding imports the plan's modules
+            bound = bind_plan(plan_from_json(self._plan_json))
         self._engine = RunEngine(
-            bind_plan(plan_from_json(self._plan_json)),
+            bound,
             max_steps=self.options.max_steps_per_run,
             async_threads=self.options.num_async_threads,
             journal=self._journal,
+            options=self.options,
+            # An embedded vector store is locked by one process: one directory per subtask.
+            long_term_subdirectory=f"subtask-{runtime_context.get_index_of_this_subtask()}",
         )
         pickled = Types.PICKLED_BYTE_ARRAY()
         self._sensory = runtime_context.get_map_state(
@@ -118,9 +128,20 @@ class AgentDispatcher(KeyedProcessFunction):
             self._queued += 1
             yield from self._drive(parked[0], ctx, False, parked[1])
             return
-        if self._run.value() is not None:
+        run = self._run.value()
+        if run is not None:
             self._pending.add(value)
             self._queued += 1
+            if parked is None:
+                # A run in state without a coroutine here was restored from a checkpoint
+                # (or waits for a retry). Its timers may not come back with it: PyFlink was
+                # seen to restore a parked run without them, which left the key stuck
+                # forever. Its next input resumes it instead of waiting for a timer.
+                now = ctx.timer_service().current_processing_time()
+                if now >= run.retry_at_ms:
+                    yield from self._drive(run, ctx, draining=False)
+                    return
+                self._register_timers(ctx, run.retry_at_ms)
             self._slow_down_while_queues_grow()
             return
         self._respect_in_flight_limit()
@@ -221,8 +242,7 @@ class AgentDispatcher(KeyedProcessFunction):
             run.retry_at_ms = now + backoff
             run.parked = True
             self._run.update(run)
-            ctx.timer_service().register_processing_time_timer(run.retry_at_ms)
-            ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
+            self._register_timers(ctx, run.retry_at_ms)
             return "parked"
         if policy == "fail":
             raise error
@@ -246,6 +266,12 @@ class AgentDispatcher(KeyedProcessFunction):
         run.parked = True
         self._run.update(run)
         self._poll_later(ctx)
+        ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
+
+    @staticmethod
+    def _register_timers(ctx: Any, due_ms: int) -> None:
+        """A processing-time timer at ``due_ms`` and the drain timer for the current key."""
+        ctx.timer_service().register_processing_time_timer(due_ms)
         ctx.timer_service().register_event_time_timer(DRAIN_TIMESTAMP)
 
     def _oldest_in_flight(self) -> int | None:

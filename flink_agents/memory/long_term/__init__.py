@@ -1,0 +1,27 @@
+"""Long-term memory and knowledge on a vector store (design section 3, seeds 001/003/004).
+
+``VectorLongTermMemory`` keeps every key's memory sets in one collection and compacts them
+on its own small thread pool; ``for_key(key, identity)`` is the ``LongTermMemory`` an action
+sees. ``VectorKnowledge`` keeps knowledge sets, shared by every key, in another collection.
+"""
+
+from flink_agents.memory.long_term._compaction import CompactionError, Compactor
+from flink_agents.memory.long_term._knowledge import (
+    KNOWLEDGE_COLLECTION,
+    StoredKnowledgeSet,
+    VectorKnowledge,
+)
+from flink_agents.memory.long_term._memory import MEMORY_COLLECTION, VectorLongTermMemory
+from flink_agents.memory.long_term._sets import KeyedLongTermMemory, StoredMemorySet
+
+__all__ = [
+    "KNOWLEDGE_COLLECTION",
+    "MEMORY_COLLECTION",
+    "CompactionError",
+    "Compactor",
+    "KeyedLongTermMemory",
+    "StoredKnowledgeSet",
+    "StoredMemorySet",
+    "VectorKnowledge",
+    "VectorLongTermMemory",
+]

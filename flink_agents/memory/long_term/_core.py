@@ -1,0 +1,169 @@
+"""Reads and writes of memory-set points, shared by the sets, compaction and access tracking.
+
+Every write to a set's points (adding, compacting, recording an access, deleting) holds that
+set's lock for the store calls only (never during an embedding batch or an LLM call), so a
+background write can never bring back an item that was just deleted.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api._long_term import MemorySetItem
+from flink_agents.integrations.vector_stores import HasId, OrderBy, Point, VectorStore, point_id
+from flink_agents.memory.long_term._codec import (
+    CLOCK,
+    EXTRA_INDEXES,
+    KIND_SET,
+    SetSettings,
+    decode_value,
+    item_from,
+    item_payload,
+    text_of,
+)
+from flink_agents.memory.long_term._filters import items_filter, set_filter
+
+_STRIPES = 64
+
+
+class MemoryCore:
+    """One collection of memory sets: points in, ``MemorySetItem`` out."""
+
+    def __init__(self, store: VectorStore, embedding: BaseEmbeddingModel, collection: str) -> None:
+        self.store = store
+        self.embedding = embedding
+        self.collection = collection
+        store.ensure_collection(
+            collection, embedding.dimension, embedding.model_id, indexes=EXTRA_INDEXES
+        )
+        self._locks = [threading.Lock() for _ in range(_STRIPES)]
+        self._settings_vector = [1.0] + [0.0] * (embedding.dimension - 1)
+
+    def lock(self, key: str, name: str) -> threading.Lock:
+        """The lock guarding writes to one key's set (striped: bounded however many keys)."""
+        return self._locks[hash((key, name)) % _STRIPES]
+
+    # -- settings ----------------------------------------------------------------------------
+
+    @staticmethod
+    def settings_id(key: str, name: str) -> str:
+        return point_id("memory-set", key, name)
+
+    def settings(self, key: str, name: str) -> SetSettings | None:
+        found = self.store.get(self.collection, [self.settings_id(key, name)])
+        return SetSettings.from_payload(found[0].payload) if found else None
+
+    def save_settings(self, key: str, settings: SetSettings) -> None:
+        # The settings point needs some vector; searches never see it (they filter on kind).
+        point = Point(
+            self.settings_id(key, settings.name), self._settings_vector, settings.payload(key)
+        )
+        with self.lock(key, settings.name):
+            self.store.upsert(self.collection, [point])
+
+    def drop_set(self, key: str, name: str) -> bool:
+        with self.lock(key, name):
+            existed = self.settings(key, name) is not None
+            self.store.delete(self.collection, filter=set_filter(key, name))
+        return existed
+
+    # -- items -------------------------------------------------------------------------------
+
+    def write(
+        self,
+        key: str,
+        settings: SetSettings,
+        values: Sequence[Any],
+        *,
+        ids: Sequence[str] | None = None,
+        tags: Sequence[Mapping[str, float]] | None = None,
+        source: str | None = None,
+        created: tuple[float, float] | None = None,
+        compacted: bool = False,
+        require_set: bool = False,
+    ) -> list[str]:
+        """Embed and upsert encoded ``values``; returns their ids.
+
+        Args:
+            tags: one mapping per value (None: no tags).
+            created: a (start, end) range for compacted items; None means now.
+            require_set: write nothing if the set was deleted meanwhile (background writers).
+        """
+        if not values:
+            return []
+        ids = list(ids) if ids is not None else [str(uuid.uuid4()) for _ in values]
+        tags = list(tags) if tags is not None else [{}] * len(values)
+        vectors = self.embedding.embed(
+            [text_of(decode_value(settings.item_type, v)) for v in values]
+        )
+        points = [
+            Point(
+                i,
+                vector,
+                item_payload(key, settings, value, t, source, created=created, compacted=compacted),
+            )
+            for i, vector, value, t in zip(ids, vectors, values, tags, strict=True)
+        ]
+        with self.lock(key, settings.name):
+            if require_set and self.settings(key, settings.name) is None:
+                return []
+            self.store.upsert(self.collection, points)
+        return ids
+
+    def delete(self, key: str, name: str, ids: Sequence[str] | None) -> None:
+        """Delete items of one key's set by id (None: all items, the settings stay)."""
+        with self.lock(key, name):
+            self.store.delete(self.collection, ids=ids, filter=items_filter(key, name))
+
+    def items(
+        self,
+        key: str,
+        name: str,
+        *conditions: Any,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[MemorySetItem]:
+        """Items of one key's set ordered by ``created_time`` (oldest first by default)."""
+        records = self.store.scroll(
+            self.collection,
+            items_filter(key, name, *conditions),
+            limit=limit,
+            order_by=OrderBy("created_time", descending=newest_first),
+        )
+        return [item_from(r.id, r.payload) for r in records]
+
+    def by_ids(self, key: str, name: str, ids: Sequence[str]) -> list[MemorySetItem]:
+        if not ids:
+            return []
+        records = self.store.scroll(self.collection, items_filter(key, name, HasId(ids)))
+        found = {r.id: item_from(r.id, r.payload) for r in records}
+        return [found[i] for i in dict.fromkeys(ids) if i in found]
+
+    def count(self, key: str, name: str) -> int:
+        return self.store.count(self.collection, items_filter(key, name))
+
+    def search(
+        self, key: str, name: str, query: str, limit: int, conditions: Sequence[Any]
+    ) -> list[MemorySetItem]:
+        vector = self.embedding.embed_one(query)
+        hits = self.store.search(
+            self.collection, vector, limit, items_filter(key, name, *conditions)
+        )
+        return [item_from(h.id, h.payload) for h in hits]
+
+    def touch(self, key: str, name: str, ids: Sequence[str]) -> None:
+        """Record that these items were read now (rewrites their points, vectors kept)."""
+        now = CLOCK.now()
+        with self.lock(key, name):
+            records = self.store.get(self.collection, ids, with_vectors=True)
+            points = [
+                Point(r.id, r.vector or [], {**r.payload, "last_accessed_time": now})
+                for r in records
+                if r.payload.get("key") == key and r.payload.get("kind") != KIND_SET
+            ]
+            if points:
+                self.store.upsert(self.collection, points)

@@ -1,0 +1,190 @@
+"""Knowledge on a vector store: named sets shared by every key and job (no key field)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api._knowledge import Knowledge, KnowledgeSet, KnowledgeSetItem
+from flink_agents.api._long_term import MemorySetNotFoundError
+from flink_agents.integrations.vector_stores import (
+    FieldMatch,
+    Filter,
+    HasId,
+    OrderBy,
+    Point,
+    VectorStore,
+    point_id,
+)
+from flink_agents.memory.long_term._codec import CLOCK, text_of, to_datetime
+
+KNOWLEDGE_COLLECTION = "flink_agents_knowledge"
+KIND_KNOWLEDGE = "knowledge"
+KIND_KNOWLEDGE_SET = "knowledge_set"
+
+
+class VectorKnowledge(Knowledge):
+    """Knowledge sets in one collection of a vector store.
+
+    Args:
+        store: the vector store; for knowledge shared by several processes, a Qdrant server.
+        embedding_model: embeds values and queries.
+        collection: the collection holding every knowledge set.
+        identity: the writing action's identity; ids of added items are derived from it, so
+            a re-executed action overwrites them. None gives random ids.
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        embedding_model: BaseEmbeddingModel,
+        collection: str = KNOWLEDGE_COLLECTION,
+        identity: Sequence[str | int] | None = None,
+        *,
+        _ensured: bool = False,
+    ) -> None:
+        self.store = store
+        self.embedding = embedding_model
+        self.collection = collection
+        self.identity = tuple(identity) if identity is not None else None
+        self._written = 0
+        if not _ensured:
+            store.ensure_collection(collection, embedding_model.dimension, embedding_model.model_id)
+
+    def bound(self, identity: Sequence[str | int] | None) -> VectorKnowledge:
+        """The same knowledge, writing with ids derived from ``identity``."""
+        return VectorKnowledge(self.store, self.embedding, self.collection, identity, _ensured=True)
+
+    def create_knowledge_set(self, name: str) -> KnowledgeSet:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a knowledge set name is a non-empty str, got {name!r}")
+        if not self._exists(name):
+            vector = [1.0] + [0.0] * (self.embedding.dimension - 1)
+            payload = {"kind": KIND_KNOWLEDGE_SET, "set": name, "created_time": CLOCK.now()}
+            self.store.upsert(self.collection, [Point(_set_id(name), vector, payload)])
+        return StoredKnowledgeSet(self, name)
+
+    def get_knowledge_set(self, name: str) -> KnowledgeSet:
+        if not self._exists(name):
+            raise MemorySetNotFoundError(f"no knowledge set {name!r}")
+        return StoredKnowledgeSet(self, name)
+
+    def delete_knowledge_set(self, name: str) -> bool:
+        existed = self._exists(name)
+        self.store.delete(self.collection, filter=Filter(must=[FieldMatch("set", name)]))
+        return existed
+
+    def _exists(self, name: str) -> bool:
+        return bool(self.store.get(self.collection, [_set_id(name)]))
+
+    def new_ids(self, name: str, count: int) -> list[str]:
+        if self.identity is None:
+            return [str(uuid.uuid4()) for _ in range(count)]
+        first, self._written = self._written, self._written + count
+        return [point_id(*self.identity, "knowledge", name, first + n) for n in range(count)]
+
+
+class StoredKnowledgeSet(KnowledgeSet):
+    """One knowledge set: points of kind ``knowledge`` whose ``set`` is its name."""
+
+    def __init__(self, knowledge: VectorKnowledge, name: str) -> None:
+        self._k = knowledge
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def add(self, item: Any = None, *, items: Sequence[Any] | None = None) -> list[str]:
+        if items is None:
+            items = [item]
+        elif item is not None:
+            raise TypeError("give item= or items=, not both")
+        values = [_json(v) for v in items]
+        ids = self._k.new_ids(self._name, len(values))
+        now = CLOCK.now()
+        self._write(ids, values, [now] * len(values), now)
+        return ids
+
+    def update(self, id: str, item: Any) -> KnowledgeSetItem:
+        found = self.get(id)
+        if not found:
+            raise KeyError(f"knowledge set {self._name!r} has no item {id!r}")
+        created = found[0].created_time.timestamp()
+        now = CLOCK.now()
+        self._write([found[0].id], [_json(item)], [created], now)
+        return self.get(id)[0]
+
+    def get(self, ids: str | Sequence[str] | None = None) -> list[KnowledgeSetItem]:
+        if ids is None:
+            records = self._k.store.scroll(
+                self._k.collection, self._filter(), order_by=OrderBy("created_time")
+            )
+            return [_item(r.id, r.payload) for r in records]
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        if not wanted:
+            return []
+        records = self._k.store.scroll(self._k.collection, self._filter(HasId(wanted)))
+        found = {r.id: _item(r.id, r.payload) for r in records}
+        return [found[i] for i in dict.fromkeys(wanted) if i in found]
+
+    def search(self, query: str, limit: int = 10) -> list[KnowledgeSetItem]:
+        vector = self._k.embedding.embed_one(query)
+        hits = self._k.store.search(self._k.collection, vector, limit, self._filter())
+        return [_item(h.id, h.payload) for h in hits]
+
+    def delete(self, ids: str | Sequence[str] | None = None) -> None:
+        wanted = [ids] if isinstance(ids, str) else ids
+        self._k.store.delete(self._k.collection, ids=wanted, filter=self._filter())
+
+    def size(self) -> int:
+        return self._k.store.count(self._k.collection, self._filter())
+
+    def _filter(self, *extra: Any) -> Filter:
+        return Filter(
+            must=[FieldMatch("kind", KIND_KNOWLEDGE), FieldMatch("set", self._name), *extra]
+        )
+
+    def _write(
+        self, ids: list[str], values: list[Any], created: list[float], updated: float
+    ) -> None:
+        vectors = self._k.embedding.embed([text_of(v) for v in values])
+        points = [
+            Point(
+                i,
+                vector,
+                {
+                    "kind": KIND_KNOWLEDGE,
+                    "set": self._name,
+                    "value": value,
+                    "created_time": c,
+                    "updated_time": updated,
+                },
+            )
+            for i, vector, value, c in zip(ids, vectors, values, created, strict=True)
+        ]
+        self._k.store.upsert(self._k.collection, points)
+
+
+def _set_id(name: str) -> str:
+    return point_id("knowledge-set", name)
+
+
+def _json(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"knowledge items are JSON values; {value!r} is not: {error}") from None
+
+
+def _item(id: str, payload: dict[str, Any]) -> KnowledgeSetItem:
+    return KnowledgeSetItem(
+        id=id,
+        name=payload["set"],
+        value=payload["value"],
+        created_time=to_datetime(payload["created_time"]),
+        updated_time=to_datetime(payload["updated_time"]),
+    )

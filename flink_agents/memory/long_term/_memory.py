@@ -1,0 +1,82 @@
+"""``VectorLongTermMemory``: long-term memory on a vector store, one per runner (process)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from flink_agents.api._chat import BaseChatModel
+from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.integrations.vector_stores import VectorStore
+from flink_agents.memory.long_term._codec import key_text
+from flink_agents.memory.long_term._compaction import Compactor
+from flink_agents.memory.long_term._core import MemoryCore
+from flink_agents.memory.long_term._sets import KeyedLongTermMemory
+
+MEMORY_COLLECTION = "flink_agents_memory"
+
+
+class VectorLongTermMemory:
+    """Every key's memory sets in one collection, and the pool that compacts them.
+
+    Shared by all keys of a runner; ``for_key`` gives the ``LongTermMemory`` an action sees.
+    Thread-safe. The store and models are not closed by ``close`` (they belong to the caller).
+
+    Args:
+        store: the vector store (``open_vector_store``).
+        embedding_model: embeds items and queries; the collection is bound to its model id.
+        chat_model: summarizes for ``SUMMARIZE`` sets; None if no set summarizes.
+        collection: the collection to keep memory sets in.
+        track_access: record ``last_accessed_time`` on reads (a background rewrite).
+        compaction_workers: threads of the compaction pool.
+        retry_attempts, retry_initial_wait, retry_max_wait: retries of a failed compaction.
+        summarize_target: see ``Compactor``.
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        embedding_model: BaseEmbeddingModel,
+        *,
+        chat_model: BaseChatModel | None = None,
+        collection: str = MEMORY_COLLECTION,
+        track_access: bool = True,
+        compaction_workers: int = 1,
+        retry_attempts: int = 5,
+        retry_initial_wait: float = 0.5,
+        retry_max_wait: float = 30.0,
+        summarize_target: float = 0.5,
+    ) -> None:
+        self.core = MemoryCore(store, embedding_model, collection)
+        self.track_access = track_access
+        self.compactor = Compactor(
+            self.core,
+            chat_model,
+            summarize_target=summarize_target,
+            workers=compaction_workers,
+            attempts=retry_attempts,
+            initial_wait=retry_initial_wait,
+            max_wait=retry_max_wait,
+        )
+
+    def for_key(self, key: Any, identity: Sequence[str | int] | None = None) -> KeyedLongTermMemory:
+        """The memory sets of ``key``; ``identity`` (the action's) makes item ids
+        deterministic so that a re-executed action overwrites what it wrote."""
+        return KeyedLongTermMemory(self, key_text(key), identity)
+
+    def wait_for_compaction(self, timeout: float | None = None) -> bool:
+        """Wait until no compaction (or access record) is queued or running.
+
+        Returns:
+            False if ``timeout`` seconds passed first.
+        """
+        return self.compactor.wait(timeout)
+
+    @property
+    def compaction_errors(self) -> list[BaseException]:
+        """Compactions given up after their last retry (they run again on the next add)."""
+        return list(self.compactor.errors)
+
+    def close(self) -> None:
+        """Finish running background work and stop the pool (the store stays open)."""
+        self.compactor.close()

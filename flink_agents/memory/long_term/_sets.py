@@ -1,0 +1,203 @@
+"""A key's view of long-term memory: its memory sets, read and written through ``MemoryCore``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from flink_agents.api._long_term import (
+    CapacityManageStrategy,
+    CompactionFunction,
+    LongTermMemory,
+    MemorySet,
+    MemorySetItem,
+    MemorySetNotFoundError,
+    Tags,
+    normalize_tags,
+)
+from flink_agents.integrations.vector_stores import FieldMatchAny, point_id
+from flink_agents.memory.long_term._codec import (
+    TYPE_JSON,
+    SetSettings,
+    encode_value,
+    strategy_name,
+    strategy_of,
+    type_name,
+    type_of,
+)
+from flink_agents.memory.long_term._filters import best, search_conditions
+
+if TYPE_CHECKING:
+    from flink_agents.memory.long_term._memory import VectorLongTermMemory
+
+Identity = Sequence[str | int]
+
+
+class KeyedLongTermMemory(LongTermMemory):
+    """The memory sets of one key.
+
+    Args:
+        owner: the long-term memory object (store, embedding, compaction pool).
+        key: the key, as stored (see ``key_text``).
+        identity: the writing action's identity (job, key, run, step, action); item ids are
+            derived from it and a running index, so a re-executed action overwrites its own
+            items. None (direct use outside an action) gives random ids.
+    """
+
+    def __init__(
+        self, owner: VectorLongTermMemory, key: str, identity: Identity | None = None
+    ) -> None:
+        self.owner = owner
+        self.key = key
+        self.identity = tuple(identity) if identity is not None else None
+        self._written = 0
+
+    def create_memory_set(
+        self,
+        name: str,
+        item_type: type = str,
+        capacity: int | None = None,
+        capacity_manage_strategy: CapacityManageStrategy | str | CompactionFunction = (
+            CapacityManageStrategy.TRIM
+        ),
+    ) -> MemorySet:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a memory set name is a non-empty str, got {name!r}")
+        if capacity is not None and (isinstance(capacity, bool) or capacity < 1):
+            raise ValueError(f"capacity must be a positive int or None, got {capacity!r}")
+        wanted = SetSettings(
+            name, type_name(item_type), capacity, strategy_name(capacity_manage_strategy)
+        )
+        found = self.owner.core.settings(self.key, name)
+        if found is None:
+            self.owner.core.save_settings(self.key, wanted)
+        elif found != wanted:
+            raise ValueError(
+                f"memory set {name!r} exists with other settings ({found}); delete it first, "
+                "or open it with get_memory_set"
+            )
+        return StoredMemorySet(self, wanted)
+
+    def get_memory_set(self, name: str) -> MemorySet:
+        found = self.owner.core.settings(self.key, name)
+        if found is None:
+            raise MemorySetNotFoundError(f"no memory set {name!r} for this key")
+        return StoredMemorySet(self, found)
+
+    def delete_memory_set(self, name: str) -> bool:
+        return self.owner.core.drop_set(self.key, name)
+
+    def new_ids(self, name: str, count: int) -> list[str]:
+        """Ids for the next ``count`` items this view writes."""
+        if self.identity is None:
+            return [str(uuid.uuid4()) for _ in range(count)]
+        first, self._written = self._written, self._written + count
+        return [point_id(*self.identity, "ltm", name, first + n) for n in range(count)]
+
+
+class StoredMemorySet(MemorySet):
+    """A memory set of one key, stored as points of kind ``item``/``compacted``."""
+
+    def __init__(self, view: KeyedLongTermMemory, settings: SetSettings) -> None:
+        self._view = view
+        self._settings = settings
+        self._core = view.owner.core
+        self._key = view.key
+
+    def __repr__(self) -> str:
+        return f"StoredMemorySet({self._settings})"
+
+    @property
+    def name(self) -> str:
+        return self._settings.name
+
+    @property
+    def item_type(self) -> type:
+        return type_of(self._settings.item_type)
+
+    @property
+    def capacity(self) -> int | None:
+        return self._settings.capacity
+
+    @property
+    def capacity_manage_strategy(self) -> CapacityManageStrategy | CompactionFunction:
+        return strategy_of(self._settings.strategy)
+
+    def add(
+        self,
+        item: Any | Sequence[Any] = None,
+        *,
+        items: Sequence[Any] | None = None,
+        tags: Tags | str | None = None,
+        source: str | None = None,
+    ) -> list[str]:
+        if items is None:
+            many = isinstance(item, list | tuple) and self._settings.item_type != TYPE_JSON
+            items = list(item) if many else [item]
+        elif item is not None:
+            raise TypeError("give item= or items=, not both")
+        if source is not None and not isinstance(source, str):
+            raise TypeError(f"source is a str label, got {source!r}")
+        weights = normalize_tags(tags)
+        encoded = [encode_value(self._settings.item_type, v, self.name) for v in items]
+        ids = self._core.write(
+            self._key,
+            self._settings,
+            encoded,
+            ids=self._view.new_ids(self.name, len(encoded)),
+            tags=[weights] * len(encoded),
+            source=source,
+        )
+        capacity = self._settings.capacity
+        if capacity is not None and self._core.count(self._key, self.name) > capacity:
+            self._view.owner.compactor.schedule(self._key, self.name)
+        return ids
+
+    def get(self, ids: str | Sequence[str] | None = None) -> list[MemorySetItem]:
+        if ids is None:
+            found = self._core.items(self._key, self.name)
+        else:
+            found = self._core.by_ids(self._key, self.name, [ids] if isinstance(ids, str) else ids)
+        return self._accessed(found)
+
+    def get_recent(self, n: int) -> list[MemorySetItem]:
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        newest = self._core.items(self._key, self.name, limit=n, newest_first=True) if n else []
+        return self._accessed(newest[::-1])
+
+    def search(
+        self, query: str, limit: int = 10, filters: Mapping[str, Any] | None = None
+    ) -> list[MemorySetItem]:
+        conditions = search_conditions(filters)
+        return self._accessed(self._core.search(self._key, self.name, query, limit, conditions))
+
+    def delete(self, ids: str | Sequence[str] | None = None) -> None:
+        self._core.delete(self._key, self.name, [ids] if isinstance(ids, str) else ids)
+
+    def retrieve(self, tags: Tags | str) -> MemorySetItem | None:
+        winners = self._tagged(tags)
+        return self._accessed(winners[:1])[0] if winners else None
+
+    def retrieve_all(self, tags: Tags | str) -> list[MemorySetItem]:
+        return self._accessed(self._tagged(tags))
+
+    def size(self) -> int:
+        return self._core.count(self._key, self.name)
+
+    def _tagged(self, tags: Tags | str) -> list[MemorySetItem]:
+        weights = normalize_tags(tags)
+        if not weights:
+            return []
+        # Only items carrying a query tag can score: let the store's tag index find them.
+        candidates = self._core.items(self._key, self.name, FieldMatchAny("tags", list(weights)))
+        return best(candidates, weights)
+
+    def _accessed(self, items: list[MemorySetItem]) -> list[MemorySetItem]:
+        """Record the read in the background (it rewrites points: never block the action)."""
+        owner = self._view.owner
+        if items and owner.track_access:
+            ids = [i.id for i in items]
+            owner.compactor.submit(lambda: self._core.touch(self._key, self.name, ids))
+        return items
