@@ -63,12 +63,16 @@ def main(argv: list[str] | None = None) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from flink_agents.cli import _demo as demo
 
-    demo.run_demo(
-        args.plan or demo.DEFAULT_PLAN,
-        args.data or demo.DEFAULT_DATA,
-        args.out or demo.DEFAULT_OUT,
-        local=args.local,
-    )
+    try:
+        demo.run_demo(
+            args.plan or demo.DEFAULT_PLAN,
+            args.data or demo.DEFAULT_DATA,
+            args.out or demo.DEFAULT_OUT,
+            local=args.local,
+        )
+    except demo.ModelUnavailableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

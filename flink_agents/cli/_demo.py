@@ -2,27 +2,81 @@
 
 By default the main job runs in a Flink MiniCluster (real keyed state, checkpoints and file
 sinks); ``--local`` runs the same plan with the in-process local runner instead.
+
+The default plan drafts a reply to each ticket with a chat model. With ``OPENAI_API_KEY`` set
+(and optionally ``OPENAI_BASE_URL`` and ``OPENAI_MODEL``) that is the configured model;
+without it the demo starts the scripted LLM server on loopback (a thread of this process)
+and says, before and after the run, that a TEST STAND-IN answered, not a model.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
+from flink_agents.api import FlinkAgentsError, ResourceType
+from flink_agents.api._chat import ChatMessage, ChatModelError, MessageRole
+from flink_agents.api._resources import import_code_ref
 from flink_agents.cli._batch import run_json_lines
-from flink_agents.plan import load_plan
+from flink_agents.integrations.chat._openai import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    DEFAULT_BASE_URL,
+    MODEL_ENV,
+    OpenAIChatModel,
+    _host_of,
+)
+from flink_agents.plan import AgentPlan, load_plan
 
-DEFAULT_PLAN = Path("plans/support_triage.yaml")
+DEFAULT_PLAN = Path("plans/support_replies.yaml")
 DEFAULT_DATA = Path("data/support_tickets.jsonl")
 DEFAULT_OUT = Path("out/demo")
 KEY_FIELD = "user"
+DEFAULT_MODEL = "gpt-4o-mini"
+STAND_IN_KEY_ENV = "FLINK_AGENTS_STAND_IN_KEY"
+"""The stand-in takes any key; the plan still names one by reference, as for a real model."""
+REPLIES_SHOWN = 8
+
+
+class ModelUnavailableError(FlinkAgentsError):
+    """The model configured in the environment does not answer; the demo does not start."""
+
+
+@dataclass(frozen=True)
+class DemoModel:
+    """The model the demo's chat resources call.
+
+    Attributes:
+        name: the model name sent with each request.
+        base_url: the endpoint.
+        key_env: the environment variable holding the key (the plan names only this).
+        server: the scripted stand-in when no key is configured, else None.
+    """
+
+    name: str
+    base_url: str
+    key_env: str
+    server: Any = None
+
+    @property
+    def stand_in(self) -> bool:
+        return self.server is not None
+
+    @property
+    def host(self) -> str:
+        return _host_of(self.base_url)
 
 
 def run_demo(
@@ -43,13 +97,136 @@ def run_demo(
         f"[bold]flink-agents demo[/bold]: agent [cyan]{plan.name}[/cyan] "
         f"({len(plan.actions)} actions) from {plan_path} on the {where}, input {data_path}"
     )
-    started = time.perf_counter()
-    run = _run_local if local else _run_minicluster
-    summary = run(plan, data_path.resolve(), out_dir.resolve(), console)
-    summary["elapsed"] = time.perf_counter() - started
+    with _model_for(plan) as model:
+        if model is not None:
+            plan = with_model(plan, model)
+            _print_model(console, model)
+        started = time.perf_counter()
+        run = _run_local if local else _run_minicluster
+        summary = run(plan, data_path.resolve(), out_dir.resolve(), console)
+        summary["elapsed"] = time.perf_counter() - started
+        summary["model"] = _model_summary(model, summary["replies"])
     summary["records"] = sum(1 for line in data_path.open(encoding="utf-8") if line.strip())
     _print_summary(console, summary)
     return summary
+
+
+def choose_model(environ: Mapping[str, str] | None = None) -> DemoModel | None:
+    """The configured model, or None when no key is set (the stand-in is then used)."""
+    environ = os.environ if environ is None else environ
+    if not environ.get(API_KEY_ENV):
+        return None
+    return DemoModel(
+        name=environ.get(MODEL_ENV) or DEFAULT_MODEL,
+        base_url=environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL,
+        key_env=API_KEY_ENV,
+    )
+
+
+def with_model(plan: AgentPlan, model: DemoModel) -> AgentPlan:
+    """``plan`` with its OpenAI-compatible chat models pointed at ``model``.
+
+    The key stays an environment reference: the plan goes to Flink's workers as it is.
+    """
+    resources = tuple(
+        spec.model_copy(
+            update={
+                "args": {
+                    **spec.args,
+                    "model": model.name,
+                    "base_url": model.base_url,
+                    "api_key": {"env": model.key_env},
+                }
+            }
+        )
+        if _is_openai_chat(spec)
+        else spec
+        for spec in plan.resources
+    )
+    return plan.model_copy(update={"resources": resources})
+
+
+def _is_openai_chat(spec: Any) -> bool:
+    return (
+        spec.type == ResourceType.CHAT_MODEL and import_code_ref(spec.provider) is OpenAIChatModel
+    )
+
+
+@contextmanager
+def _model_for(plan: AgentPlan) -> Iterator[DemoModel | None]:
+    """The model for the plan's chat resources; starts (and then stops) the stand-in."""
+    if not any(_is_openai_chat(spec) for spec in plan.resources):
+        yield None
+        return
+    configured = choose_model()
+    if configured is not None:
+        check_model(configured)
+        yield configured
+        return
+    from flink_agents.examples.support_replies import stand_in_rules
+    from flink_agents.testing.llm_server import STAND_IN_MODEL, ScriptedLLMServer
+
+    # The worker reads the key when it creates the resource: in the MiniCluster's loopback
+    # mode that is this process, and a worker process started later inherits it too.
+    previous = os.environ.get(STAND_IN_KEY_ENV)
+    os.environ[STAND_IN_KEY_ENV] = "stand-in-takes-any-key"
+    server = ScriptedLLMServer(stand_in_rules()).start()
+    try:
+        yield DemoModel(STAND_IN_MODEL, server.base_url, STAND_IN_KEY_ENV, server)
+    finally:
+        server.stop()
+        if previous is None:
+            os.environ.pop(STAND_IN_KEY_ENV, None)
+        else:
+            os.environ[STAND_IN_KEY_ENV] = previous
+
+
+def check_model(model: DemoModel) -> None:
+    """One short call before the job, so a wrong key or URL fails at once and clearly
+    rather than as one failed run per ticket.
+
+    Raises:
+        ModelUnavailableError: the model does not answer.
+    """
+    client = OpenAIChatModel(
+        model.name, base_url=model.base_url, api_key_env=model.key_env, timeout=30, max_retries=1
+    )
+    try:
+        client.chat([ChatMessage(role=MessageRole.USER, content="Reply with the word OK.")])
+    except ChatModelError as error:
+        raise ModelUnavailableError(
+            f"the demo's model does not answer ({error}); check {API_KEY_ENV}, "
+            f"{BASE_URL_ENV} and {MODEL_ENV}, or unset {API_KEY_ENV} to use the scripted "
+            "stand-in"
+        ) from None
+    finally:
+        client.close()
+
+
+def _print_model(console: Console, model: DemoModel) -> None:
+    if model.stand_in:
+        console.print(
+            f"[bold yellow]No {API_KEY_ENV} is set: a scripted TEST STAND-IN on "
+            f"{model.base_url} drafts the replies, NOT a real model.[/bold yellow] Set "
+            f"{API_KEY_ENV} (and optionally {BASE_URL_ENV}, {MODEL_ENV}) to use one."
+        )
+    else:
+        console.print(
+            f"model: [cyan]{model.name}[/cyan] at {model.host} drafts the replies "
+            f"(from {API_KEY_ENV}, {BASE_URL_ENV}, {MODEL_ENV})"
+        )
+
+
+def _model_summary(model: DemoModel | None, replies: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if model is None:
+        return None
+    return {
+        "name": model.name,
+        "host": model.host,
+        "stand_in": model.stand_in,
+        "calls": model.server.call_count("chat") if model.stand_in else None,
+        "tokens": sum(int(r.get("reply_tokens") or 0) for r in replies),
+    }
 
 
 def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict[str, Any]:
@@ -60,7 +237,11 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
     paths = JobPaths(data, out / "outputs", out / "errors", out / "memory")
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
-    build_agent_job(env, plan, paths, KEY_FIELD, 1000, memory_snapshots=True)
+    # A failed run (a model that keeps failing, say) goes to the error output, as with
+    # the local runner, instead of restarting the job from its checkpoint forever.
+    build_agent_job(
+        env, plan, paths, KEY_FIELD, 1000, memory_snapshots=True, error_policy="error-output"
+    )
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
     ) as progress:
@@ -91,6 +272,8 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
         "failed_runs": sum(e["kind"] == "failed_run" for e in errors),
         "runs_per_key": {k: s["run_sequence"] for k, s in snapshots.items()},
         "memory_per_key": {k: s["short_term_memory"] for k, s in snapshots.items()},
+        "replies": _replies(outputs),
+        "errors": errors,
         "output_dir": paths.output,
         "error_dir": paths.errors,
     }
@@ -104,6 +287,8 @@ def _run_local(plan: Any, data: Path, out: Path, console: Console) -> dict[str, 
     ):
         report = run_json_lines(plan, data, KEY_FIELD, output, errors)
     runner = report.runner
+    outputs = [json.loads(line) for line in output_path.read_text().splitlines() if line]
+    errors = [json.loads(line) for line in error_path.read_text().splitlines() if line]
     return {
         "outputs": report.outputs,
         "outputs_per_key": dict(runner.outputs_per_key),
@@ -111,9 +296,16 @@ def _run_local(plan: Any, data: Path, out: Path, console: Console) -> dict[str, 
         "failed_runs": report.failed_runs,
         "runs_per_key": {key: runner.runs(key) for key in runner.keys},
         "memory_per_key": {key: runner.short_term_memory(key) for key in runner.keys},
+        "replies": _replies(outputs),
+        "errors": errors,
         "output_dir": output_path,
         "error_dir": error_path,
     }
+
+
+def _replies(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The outputs that carry a model's reply, in ticket order."""
+    return sorted((o for o in outputs if "reply" in o), key=lambda o: str(o.get("ticket")))
 
 
 def _lines_written(directory: Path) -> int:
@@ -149,9 +341,33 @@ def _print_summary(console: Console, summary: dict[str, Any]) -> None:
         outputs = summary["outputs_per_key"].get(key, 0)
         table.add_row(str(key), str(runs[key]), str(outputs), memory)
     console.print(table)
+    if summary.get("model") is not None:
+        _print_replies(console, summary["model"], summary["replies"])
     console.print(f"outputs: {summary['output_dir']}   error output: {summary['error_dir']}")
     if summary["rejected"] or summary["failed_runs"]:
         console.print(
             f"[yellow]{summary['rejected']} record(s) rejected and {summary['failed_runs']} "
             "run(s) failed; each is in the error output with its reason.[/yellow]"
         )
+        failed = [e for e in summary.get("errors", []) if e.get("kind") == "failed_run"]
+        if failed:
+            console.print(Text(f"first failure: {failed[0].get('error', failed[0])}"))
+
+
+def _print_replies(console: Console, model: dict[str, Any], replies: list[dict[str, Any]]) -> None:
+    if model["stand_in"]:
+        who = "the scripted TEST STAND-IN (not a real model)"
+        calls = f"{model['calls']} calls to the stand-in"
+    else:
+        who = f"{model['name']} at {model['host']}"
+        calls = f"{len(replies)} model calls"
+    table = Table(title=f"Replies drafted by {who}: {calls}, {model['tokens']} tokens")
+    for column in ("ticket", "user", "route"):
+        table.add_column(column, style="cyan" if column == "ticket" else None)
+    table.add_column("reply")
+    for reply in replies[:REPLIES_SHOWN]:
+        cells = [reply.get(field) for field in ("ticket", "user", "route", "reply")]
+        table.add_row(*(Text(str(cell)) for cell in cells))
+    console.print(table)
+    if len(replies) > REPLIES_SHOWN:
+        console.print(f"... and {len(replies) - REPLIES_SHOWN} more replies in the outputs")

@@ -8,6 +8,8 @@ No model is needed: classification is by keywords, so the demo runs offline.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flink_agents.api import Event, InputEvent, OutputEvent, RunnerContext
 
 CATEGORIES = {
@@ -56,6 +58,15 @@ def classify(event: InputEvent, ctx: RunnerContext) -> None:
 
 def remember(event: TicketClassified, ctx: RunnerContext) -> None:
     """Update the user's profile and emit the routing decision."""
+    decision, seen = record_ticket(event, ctx)
+    ctx.send_event(OutputEvent(output=decision))
+    if seen == ESCALATE_AFTER:
+        ctx.send_event(EscalationNeeded(category=event.category, count=seen))
+
+
+def record_ticket(event: TicketClassified, ctx: RunnerContext) -> tuple[dict[str, Any], int]:
+    """Count the ticket into the user's profile; the routing decision and how many tickets
+    of its category the user has sent (shared with ``support_replies``, which adds a reply)."""
     profile = ctx.short_term_memory.get_object("profile") or ctx.short_term_memory.new_object(
         "profile"
     )
@@ -65,20 +76,15 @@ def remember(event: TicketClassified, ctx: RunnerContext) -> None:
     recent = profile.get("recent") or []
     profile.set("recent", [*recent, event.ticket_id][-3:])
     priority = ("low", "normal", "high", "critical")[min(3, event.urgency + (seen > 1))]
-    ctx.send_event(
-        OutputEvent(
-            output={
-                "user": ctx.key,
-                "ticket": event.ticket_id,
-                "category": event.category,
-                "priority": priority,
-                "route": ROUTES.get(event.category, "frontline"),
-                "text": ctx.sensory_memory.get("ticket.text"),
-            }
-        )
-    )
-    if seen == ESCALATE_AFTER:
-        ctx.send_event(EscalationNeeded(category=event.category, count=seen))
+    decision = {
+        "user": ctx.key,
+        "ticket": event.ticket_id,
+        "category": event.category,
+        "priority": priority,
+        "route": ROUTES.get(event.category, "frontline"),
+        "text": ctx.sensory_memory.get("ticket.text"),
+    }
+    return decision, seen
 
 
 def escalate(event: EscalationNeeded, ctx: RunnerContext) -> None:

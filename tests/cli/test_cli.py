@@ -1,6 +1,7 @@
 """The flink-agents command: demo, run with an error output, validate, compile."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,9 +10,24 @@ import pytest
 from rich.console import Console
 
 from flink_agents.cli import main
-from flink_agents.cli._demo import run_demo
+from flink_agents.cli._demo import choose_model, run_demo, with_model
+from flink_agents.plan import load_plan
+from flink_agents.testing.llm_server import Rule
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+TRIAGE_PLAN = REPO / "plans/support_triage.yaml"
+REPLIES_PLAN = REPO / "plans/support_replies.yaml"
+DATA = REPO / "data/support_tickets.jsonl"
+REPLIES = 36  # one per routed ticket: 40 outputs less the 4 escalations
+
+
+@pytest.fixture
+def no_model_configured(monkeypatch):
+    """The demo must not reach a real model from the test machine's environment."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def _check_demo(summary, text, outputs_dir: Path, errors_dir: Path):
@@ -24,6 +40,25 @@ def _check_demo(summary, text, outputs_dir: Path, errors_dir: Path):
     assert len(outputs) == summary["outputs"] == 40
     assert sum("escalation" in o for o in outputs) == 4
     assert [e["kind"] for e in errors] == ["rejected", "rejected"]
+    return outputs
+
+
+def _check_stand_in_replies(summary, text, outputs):
+    """Every routed ticket got the stand-in's reply for its category, and it says so."""
+    assert "No OPENAI_API_KEY is set: a scripted TEST STAND-IN" in text
+    assert "NOT a real model" in text
+    assert f"Replies drafted by the scripted TEST STAND-IN (not a real model): {REPLIES} calls" in (
+        " ".join(text.split())
+    )
+    model = summary["model"]
+    assert model["stand_in"] and model["calls"] == REPLIES  # the server counted the calls
+    assert model["tokens"] > 0
+    replies = {o["ticket"]: o for o in outputs if "reply" in o}
+    assert len(replies) == REPLIES == len(summary["replies"])
+    assert replies["T-1001"]["reply"].startswith("[stand-in] Thanks for the report: our SRE")
+    assert replies["T-1002"]["reply"].startswith("[stand-in] Sorry about the charge")
+    assert all(o["reply"].startswith("[stand-in] ") for o in replies.values())
+    assert all(o["reply_tokens"] > 0 for o in replies.values())
 
 
 def read_json_files(path: Path) -> list:
@@ -31,42 +66,107 @@ def read_json_files(path: Path) -> list:
     return [json.loads(x) for f in files for x in f.read_text().splitlines() if x]
 
 
-def test_demo_on_the_local_runner_prints_a_summary(tmp_path):
+def test_demo_on_the_local_runner_drafts_replies_with_the_stand_in(tmp_path, no_model_configured):
     console = Console(record=True, width=200)
-    summary = run_demo(
-        REPO / "plans/support_triage.yaml",
-        REPO / "data/support_tickets.jsonl",
-        tmp_path,
-        console,
-        local=True,
-    )
+    summary = run_demo(REPLIES_PLAN, DATA, tmp_path, console, local=True)
     text = console.export_text()
     assert "on the local runner" in text
+    outputs = _check_demo(summary, text, tmp_path / "outputs.jsonl", tmp_path / "errors.jsonl")
+    _check_stand_in_replies(summary, text, outputs)
+    assert "FLINK_AGENTS_STAND_IN_KEY" not in os.environ  # the demo's variable is removed
+
+
+def test_demo_without_a_model_in_the_plan_starts_no_stand_in(tmp_path, no_model_configured):
+    console = Console(record=True, width=200)
+    summary = run_demo(TRIAGE_PLAN, DATA, tmp_path, console, local=True)
+    text = console.export_text()
     _check_demo(summary, text, tmp_path / "outputs.jsonl", tmp_path / "errors.jsonl")
+    assert summary["model"] is None and summary["replies"] == []
+    assert "STAND-IN" not in text and "Replies drafted" not in text
+
+
+def test_demo_uses_the_model_configured_in_the_environment(tmp_path, monkeypatch, llm_server):
+    """OPENAI_* point the demo at an OpenAI-compatible endpoint (here a scripted one that
+    the demo did not start); the key reaches the model and nothing else."""
+    secret = "sk-demo-secret-31337"
+    llm_server.add_rule(Rule(reply_text="We are on it: {last_user}"))
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("OPENAI_MODEL", "my-model")
+    console = Console(record=True, width=200)
+    summary = run_demo(REPLIES_PLAN, DATA, tmp_path, console, local=True)
+    text = console.export_text()
+    outputs = _check_demo(summary, text, tmp_path / "outputs.jsonl", tmp_path / "errors.jsonl")
+    host = llm_server.base_url.split("//")[1].split("/")[0]
+    assert f"model: my-model at {host} drafts the replies" in text
+    assert "STAND-IN" not in text and f"Replies drafted by my-model at {host}" in text
+    assert summary["model"] == {
+        "name": "my-model",
+        "host": host,
+        "stand_in": False,
+        "calls": None,
+        "tokens": sum(o["reply_tokens"] for o in outputs if "reply" in o),
+    }
+    assert llm_server.call_count("chat") == 1 + REPLIES  # a check before the job, then replies
+    assert llm_server.calls[0].request["messages"][0]["content"] == "Reply with the word OK."
+    assert {c.request["model"] for c in llm_server.calls} == {"my-model"}
+    [first] = [o for o in outputs if o.get("ticket") == "T-1001" and "reply" in o]
+    assert first["reply"] == (
+        "We are on it: Ticket T-1001 (outage, priority normal, handled by the sre team): "
+        "The dashboard is down with error 500"
+    )
+    written = "".join(p.read_text() for p in tmp_path.rglob("*.jsonl"))
+    assert secret not in text and secret not in written
+
+
+def test_demo_stops_at_once_when_the_configured_model_does_not_answer(
+    tmp_path, monkeypatch, llm_server, capsys
+):
+    secret = "sk-wrong-key-8080"
+    llm_server.fail_next(5, status=401)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.base_url)
+    monkeypatch.delenv("OPENAI_MODEL", raising=False)
+    arguments = ["--plan", str(REPLIES_PLAN), "--data", str(DATA), "--out", str(tmp_path)]
+    assert main(["demo", "--local", *arguments]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: the demo's model does not answer (chat model 'gpt-4o-mini'")
+    assert "last status: 401" in err and "check OPENAI_API_KEY" in err
+    assert secret not in err
+    assert llm_server.call_count("chat") == 1  # a 401 is not retried; no run was started
+    assert not (tmp_path / "outputs.jsonl").exists()
+
+
+def test_the_demo_plan_names_the_key_only_by_reference(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-a-plan-5150")
+    model = choose_model()
+    assert (model.name, model.host, model.stand_in) == ("gpt-4o-mini", "api.openai.com", False)
+    plan = with_model(load_plan(REPLIES_PLAN), model)
+    [chat] = [r for r in plan.resources if r.name == "reply_model"]
+    assert chat.args["api_key"] == {"env": "OPENAI_API_KEY"}
+    assert chat.args["model"] == "gpt-4o-mini"
+    assert "sk-never-in-a-plan" not in plan.to_json() + plan.to_yaml()
 
 
 @pytest.mark.flink
-def test_demo_runs_the_main_job_in_minicluster_like_the_local_runner(tmp_path):
+def test_demo_runs_the_main_job_in_minicluster_like_the_local_runner(tmp_path, no_model_configured):
     console = Console(record=True, width=200)
-    summary = run_demo(
-        REPO / "plans/support_triage.yaml",
-        REPO / "data/support_tickets.jsonl",
-        tmp_path / "flink",
-        console,
-    )
+    summary = run_demo(REPLIES_PLAN, DATA, tmp_path / "flink", console)
     text = console.export_text()
     assert "on the Flink MiniCluster" in text
-    _check_demo(summary, text, tmp_path / "flink/outputs", tmp_path / "flink/errors")
+    outputs = _check_demo(summary, text, tmp_path / "flink/outputs", tmp_path / "flink/errors")
+    # The Python worker called the stand-in this process started, once per routed ticket.
+    _check_stand_in_replies(summary, text, outputs)
+    # Drafting replies changes nothing else: the model-free plan on the local runner agrees.
     local = run_demo(
-        REPO / "plans/support_triage.yaml",
-        REPO / "data/support_tickets.jsonl",
-        tmp_path / "local",
-        Console(record=True, width=200),
-        local=True,
+        TRIAGE_PLAN, DATA, tmp_path / "local", Console(record=True, width=200), local=True
     )
     assert summary["memory_per_key"] == local["memory_per_key"]
     assert summary["runs_per_key"] == local["runs_per_key"]
     assert summary["outputs_per_key"] == local["outputs_per_key"]
+    triage = read_json_files(tmp_path / "local/outputs.jsonl")
+    without_replies = [{k: v for k, v in o.items() if not k.startswith("reply")} for o in outputs]
+    assert sorted(map(json.dumps, without_replies)) == sorted(map(json.dumps, triage))
 
 
 def test_run_sends_bad_lines_and_failed_runs_to_the_error_output(tmp_path):
@@ -118,13 +218,16 @@ def test_compile_prints_a_plan_that_loads(tmp_path):
 
 
 def test_demo_command_in_a_subprocess(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     result = subprocess.run(
         [sys.executable, "-m", "flink_agents", "demo", "--local", "--out", str(tmp_path)],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
     assert "records in 42" in result.stdout
+    assert "TEST STAND-IN" in result.stdout and "[stand-in]" in result.stdout
     assert (tmp_path / "outputs.jsonl").exists()

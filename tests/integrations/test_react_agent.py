@@ -1,5 +1,6 @@
 """ReActAgent: the tool loop to a structured answer, its step limit, and its plans."""
 
+import json
 import logging
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment, F
 from flink_agents.api._chat import MaxStepsExceededError
 from flink_agents.api._prompts import Prompt
 from flink_agents.api._tools import Tool
+from flink_agents.cli import main as cli_main
 from flink_agents.examples.react_tools import Calculation as YamlCalculation
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.plan import compile_agent, load_plan, plan_from_json, plan_from_yaml, save_plan
@@ -177,19 +179,24 @@ def test_the_class_alone_compiles_but_asks_for_its_configuration():
         LocalRunner(plan).run("k", "hi")
 
 
-def test_react_example_plan_file_runs_against_the_scripted_server(openai_env):
-    openai_env.add_rule(
+def calculator_script(server) -> None:
+    """The scripted answers ``plans/react_example.yaml`` gets for "(2 + 3) * 4"."""
+    server.add_rule(
         Rule(after_tool="multiply", reply_json={"result": 20.0, "steps": ["2+3=5", "5*4=20"]})
     )
-    openai_env.add_rule(
+    server.add_rule(
         Rule(after_tool="add", reply_tool_calls=[ToolCallSpec("multiply", {"a": 5, "b": 4})])
     )
-    openai_env.add_rule(
+    server.add_rule(
         Rule(
             system_contains="careful calculator",
             reply_tool_calls=[ToolCallSpec("add", {"a": 2, "b": 3})],
         )
     )
+
+
+def test_react_example_plan_file_runs_against_the_scripted_server(openai_env):
+    calculator_script(openai_env)
     plan = load_plan(REPO / "plans" / "react_example.yaml")
     assert SECRET not in plan.to_json()
     outputs = run(plan, [{"question": "What is (2 + 3) * 4?"}])
@@ -199,3 +206,21 @@ def test_react_example_plan_file_runs_against_the_scripted_server(openai_env):
     assert first["messages"][1] == {"role": "user", "content": "What is (2 + 3) * 4?"}
     assert [t["function"]["name"] for t in first["tools"]] == ["add", "multiply"]
     assert first["tools"][1]["function"]["description"] == "Multiply two numbers."
+
+
+def test_react_example_plan_runs_from_the_command_line(openai_env, tmp_path):
+    """``flink-agents run`` (the local runner) writes the structured answers as JSON."""
+    calculator_script(openai_env)
+    data = tmp_path / "questions.jsonl"
+    data.write_text(
+        '{"user": "ana", "question": "What is (2 + 3) * 4?"}\n'
+        '{"user": "bo", "question": "And (2 + 3) * 4 again?"}\n'
+    )
+    out, errors = tmp_path / "answers.jsonl", tmp_path / "errors.jsonl"
+    plan = str(REPO / "plans" / "react_example.yaml")
+    arguments = [plan, str(data), "--key", "user", "--output", str(out), "--errors", str(errors)]
+    assert cli_main(["run", *arguments]) == 0
+    answers = [json.loads(line) for line in out.read_text().splitlines()]
+    assert answers == [{"result": 20.0, "steps": ["2+3=5", "5*4=20"]}] * 2
+    assert errors.read_text() == ""
+    assert openai_env.call_count("chat") == 6  # add, multiply, answer: per question

@@ -107,3 +107,26 @@ def test_unknown_resource_is_a_lookup_error(secret_env):
         runner.engine.resources.get("nope")
     assert isinstance(caught.value, (FlinkAgentsError, LookupError))
     assert "declared: refusing, store" in str(caught.value)
+
+
+def test_python_declared_secrets_stay_out_of_the_plan_and_the_logs(monkeypatch, llm_server, caplog):
+    """A model declared with ``@resource`` keeps its key as a reference in the compiled plan,
+    and a whole run (resource creation, model and tool calls) logs nothing of it."""
+    from flink_agents.plan import compile_agent, plan_from_json
+    from flink_agents.testing.llm_server import Rule, ToolCallSpec
+
+    caplog.set_level(logging.DEBUG)  # every logger: ours, openai's, httpx's
+    monkeypatch.setenv("TEST_LLM_URL", llm_server.base_url)
+    monkeypatch.setenv("TEST_LLM_KEY", SECRET)
+    llm_server.add_rule(Rule(after_tool="get_weather", reply_text="It is {tool_result}."))
+    llm_server.add_rule(Rule(reply_tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})]))
+    plan = compile_agent(agents.WeatherAgent)
+    [model] = [r for r in plan.resources if r.name == "llm"]
+    assert model.args["api_key"] == {"env": "TEST_LLM_KEY"}
+    shipped = plan.to_json()
+    assert SECRET not in shipped and SECRET not in plan.to_yaml()
+    [output] = LocalRunner(plan_from_json(shipped)).run("k", "weather in Oslo?")
+    assert output["text"] == "It is sunny in Oslo."
+    assert llm_server.call_count("chat") == 2
+    assert "POST" in caplog.text  # the HTTP calls were logged...
+    assert SECRET not in caplog.text  # ...without the key
