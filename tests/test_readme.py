@@ -42,3 +42,20 @@ def test_readme_datastream_example_runs_in_minicluster(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     for line in ("ana -> finance", "bo -> sre"):
         assert line in result.stdout
+
+
+def test_readme_long_term_memory_example_recalls_by_meaning(tmp_path):
+    """The preferences example: two runs on one store; the second recalls by meaning, and
+    only for the user who said it (the printed list is the one the README shows)."""
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    (code,) = [b for b in blocks if "long_term_memory.create_memory_set" in b]
+    expected = re.search(r"^# (\[.*\])", code, re.M).group(1)
+    store = tmp_path / "prefs"
+    script = tmp_path / "prefs.py"
+    script.write_text(code.replace('"/tmp/prefs-demo"', repr(str(store))))
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == expected
+    assert store.is_dir()

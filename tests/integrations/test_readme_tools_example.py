@@ -1,7 +1,6 @@
 """The README's tool-using agent runs as shown, against the scripted OpenAI-compatible server.
 
-The snippet is read from the first source that has it: README.md once it is pasted there,
-else the draft in the notes beside the repository (drop that fallback after pasting).
+The snippet is the README's one python block that builds a ReActAgent on an OpenAIChatModel.
 """
 
 import re
@@ -13,7 +12,7 @@ from flink_agents.testing import clean_environment
 from flink_agents.testing.llm_server import Rule, ToolCallSpec
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = [REPO / "README.md", REPO.parent / "notes" / "tools_readme_example.md"]
+SOURCES = [REPO / "README.md"]
 SECRET = "sk-readme-example-2718"
 
 
