@@ -105,8 +105,8 @@ class StoredKnowledgeSet(KnowledgeSet):
             raise TypeError("give item= or items=, not both")
         values = [_json(v) for v in items]
         ids = self._k.new_ids(self._name, len(values))
-        now = CLOCK.now()
-        self._write(ids, values, [now] * len(values), now)
+        times = [CLOCK.now() for _ in values]  # strictly increasing: get() keeps add order
+        self._write(ids, values, times, times)
         return ids
 
     def update(self, id: str, item: Any) -> KnowledgeSetItem:
@@ -114,8 +114,7 @@ class StoredKnowledgeSet(KnowledgeSet):
         if not found:
             raise KeyError(f"knowledge set {self._name!r} has no item {id!r}")
         created = found[0].created_time.timestamp()
-        now = CLOCK.now()
-        self._write([found[0].id], [_json(item)], [created], now)
+        self._write([found[0].id], [_json(item)], [created], [CLOCK.now()])
         return self.get(id)[0]
 
     def get(self, ids: str | Sequence[str] | None = None) -> list[KnowledgeSetItem]:
@@ -149,7 +148,7 @@ class StoredKnowledgeSet(KnowledgeSet):
         )
 
     def _write(
-        self, ids: list[str], values: list[Any], created: list[float], updated: float
+        self, ids: list[str], values: list[Any], created: list[float], updated: list[float]
     ) -> None:
         vectors = self._k.embedding.embed([text_of(v) for v in values])
         points = [
@@ -161,10 +160,10 @@ class StoredKnowledgeSet(KnowledgeSet):
                     "set": self._name,
                     "value": value,
                     "created_time": c,
-                    "updated_time": updated,
+                    "updated_time": u,
                 },
             )
-            for i, vector, value, c in zip(ids, vectors, values, created, strict=True)
+            for i, vector, value, c, u in zip(ids, vectors, values, created, updated, strict=True)
         ]
         self._k.store.upsert(self._k.collection, points)
 
