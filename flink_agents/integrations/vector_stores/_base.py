@@ -320,6 +320,12 @@ class VectorStore(ABC):
         """Insert or overwrite ``points`` by id."""
 
     @abstractmethod
+    def set_payload(self, collection: str, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
+        """Merge ``payload`` into the payload of the points ``ids`` (other fields and the
+        vectors stay): far cheaper than re-upserting a point to change one field. Callers
+        pass ids that exist."""
+
+    @abstractmethod
     def get(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[Record]:

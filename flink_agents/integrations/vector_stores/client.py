@@ -208,6 +208,14 @@ class QdrantClientVectorStore(VectorStore):
             with self._engine(collection):
                 self._client.upsert(collection, points=native, wait=True)
 
+    def set_payload(self, collection: str, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
+        self._get(collection)
+        wanted = unique_ids(ids)
+        if not wanted:
+            return
+        with self._engine(collection):
+            self._client.set_payload(collection, dict(payload), points=wanted, wait=True)
+
     def get(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[Record]:

@@ -272,6 +272,14 @@ class EdgeVectorStore(VectorStore):
             if due:
                 self._optimize(coll)
 
+    def set_payload(self, collection: str, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
+        coll = self._get(collection)
+        wanted = unique_ids(ids)
+        if not wanted:
+            return
+        with _engine_errors(collection):
+            coll.shard.update(edge.UpdateOperation.set_payload(wanted, dict(payload)))
+
     def get(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[Record]:

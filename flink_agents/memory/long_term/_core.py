@@ -156,14 +156,16 @@ class MemoryCore:
         return [item_from(h.id, h.payload) for h in hits]
 
     def touch(self, key: str, name: str, ids: Sequence[str]) -> None:
-        """Record that these items were read now (rewrites their points, vectors kept)."""
+        """Record that these items were read now: one payload field of the points that
+        still exist (under the set's lock, which deletes also take: a late record never
+        brings a deleted item back)."""
         now = CLOCK.now()
         with self.lock(key, name):
-            records = self.store.get(self.collection, ids, with_vectors=True)
-            points = [
-                Point(r.id, r.vector or [], {**r.payload, "last_accessed_time": now})
+            records = self.store.get(self.collection, ids)
+            alive = [
+                r.id
                 for r in records
                 if r.payload.get("key") == key and r.payload.get("kind") != KIND_SET
             ]
-            if points:
-                self.store.upsert(self.collection, points)
+            if alive:
+                self.store.set_payload(self.collection, alive, {"last_accessed_time": now})

@@ -8,6 +8,7 @@ from typing import Any
 from flink_agents.api._chat import BaseChatModel
 from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.integrations.vector_stores import VectorStore
+from flink_agents.memory.long_term._access import AccessRecorder
 from flink_agents.memory.long_term._codec import key_text
 from flink_agents.memory.long_term._compaction import Compactor
 from flink_agents.memory.long_term._core import MemoryCore
@@ -27,7 +28,8 @@ class VectorLongTermMemory:
         embedding_model: embeds items and queries; the collection is bound to its model id.
         chat_model: summarizes for ``SUMMARIZE`` sets; None if no set summarizes.
         collection: the collection to keep memory sets in.
-        track_access: record ``last_accessed_time`` on reads (a background rewrite).
+        track_access: record ``last_accessed_time`` on reads (background rewrites, batched
+            at most every ``access_interval`` seconds: precise to about that).
         compaction_workers: threads of the compaction pool.
         retry_attempts, retry_initial_wait, retry_max_wait: retries of a failed compaction.
         summarize_target: see ``Compactor``.
@@ -46,6 +48,7 @@ class VectorLongTermMemory:
         retry_initial_wait: float = 0.5,
         retry_max_wait: float = 30.0,
         summarize_target: float = 0.5,
+        access_interval: float = 1.0,
     ) -> None:
         self.core = MemoryCore(store, embedding_model, collection)
         self.track_access = track_access
@@ -58,6 +61,7 @@ class VectorLongTermMemory:
             initial_wait=retry_initial_wait,
             max_wait=retry_max_wait,
         )
+        self.access = AccessRecorder(self.core.touch, self.compactor.submit, access_interval)
 
     def for_key(self, key: Any, identity: Sequence[str | int] | None = None) -> KeyedLongTermMemory:
         """The memory sets of ``key``; ``identity`` (the action's) makes item ids
@@ -78,5 +82,7 @@ class VectorLongTermMemory:
         return list(self.compactor.errors)
 
     def close(self) -> None:
-        """Finish running background work and stop the pool (the store stays open)."""
+        """Write gathered reads, finish running background work and stop the pool (the
+        store stays open)."""
+        self.access.flush()
         self.compactor.close()

@@ -198,6 +198,5 @@ class StoredMemorySet(MemorySet):
         """Record the read in the background (it rewrites points: never block the action)."""
         owner = self._view.owner
         if items and owner.track_access:
-            ids = [i.id for i in items]
-            owner.compactor.submit(lambda: self._core.touch(self._key, self.name, ids))
+            owner.access.record(self._key, self.name, [i.id for i in items])
         return items

@@ -86,6 +86,22 @@ def test_upsert_with_same_id_overwrites(store: VectorStore, coll: str) -> None:
     assert store.search(coll, unit(0, 0, 0, 1), 1)[0].id == replay.id
 
 
+def test_set_payload_merges_fields_and_keeps_the_vector(store: VectorStore, coll: str) -> None:
+    """set_payload changes the given fields of the given points only; vectors stay."""
+    fill(store, coll, 6)
+    ids = [point_id("item", 1), point_id("item", 2)]
+    before = {r.id: r for r in store.get(coll, [*ids, point_id("item", 3)], with_vectors=True)}
+    store.set_payload(coll, ids, {"seen": 42.5, "note": "read"})
+    after = {r.id: r for r in store.get(coll, [*ids, point_id("item", 3)], with_vectors=True)}
+    for i in ids:
+        assert after[i].payload == {**before[i].payload, "seen": 42.5, "note": "read"}
+        assert after[i].vector == pytest.approx(before[i].vector)
+    untouched = point_id("item", 3)
+    assert after[untouched].payload == before[untouched].payload
+    assert store.count(coll) == 6
+    store.set_payload(coll, [], {"seen": 1})  # nothing to do
+
+
 def test_payload_round_trips(store: VectorStore, coll: str) -> None:
     """Nested objects, lists, None, bools and unicode come back as they went in."""
     payload = {"key": "k", "value": {"a": [1, None, True, 2.5], "é": "ünï"}, "none": None}
