@@ -1,10 +1,13 @@
-"""Memory implementations: flattened sensory/short-term memory over any string-keyed map."""
+"""Memory implementations: flattened sensory/short-term memory over any string-keyed map,
+and token budgets for putting memory into a prompt (``long_term`` holds long-term memory)."""
 
 from flink_agents.memory._buffer import BufferedState, MemoryDelta
 from flink_agents.memory._flat import FlatMemory, ObjectMarker, StoredMemoryObject, to_dict
 from flink_agents.memory._state import DictState, StateMap
+from flink_agents.memory.budget import BudgetResult, TokenBudgetError, fit_to_budget
 
 __all__ = [
+    "BudgetResult",
     "BufferedState",
     "DictState",
     "FlatMemory",
@@ -12,5 +15,7 @@ __all__ = [
     "ObjectMarker",
     "StateMap",
     "StoredMemoryObject",
+    "TokenBudgetError",
+    "fit_to_budget",
     "to_dict",
 ]
