@@ -8,8 +8,15 @@ REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["flink_agents.testing.pytest_plugin"]
 
 # Python workers are started by the JVM, which inherits this environment: put the repository
-# on their path so plans naming tests.* modules bind there too.
-_paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+# on their path so plans naming tests.* modules bind there too. PyFlink's thread mode runs
+# Python inside the JVM, which finds the venv's packages only through PYTHONPATH.
+import site  # noqa: E402
+
+_paths = [
+    str(REPO),
+    *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+    *site.getsitepackages(),
+]
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(_paths))
 
 # Embedded stores (the SQLite action log) write under the data directory: keep test runs out

@@ -8,11 +8,17 @@ the first record after it) fails the job once. The
 restarted attempt resumes from that checkpoint, so record 0 is not replayed and ``k0`` does
 not register again. The probe prints what each attempt saw and its verdict.
 
-Seen on 2026-11-22, apache-flink 2.3.0, process mode, MiniCluster: **neither restored timer
-fires** (and both fire in a run without the failure). This is why the dispatcher resumes a
-restored parked run on its key's next record (docs/consistency.md).
+Seen on 2026-11-22, apache-flink 2.3.0, MiniCluster: in process mode (the default)
+**neither restored timer fires** (both fire in a run without the failure); in thread mode
+(``--thread``) both fire after the restore. This is why the dispatcher resumes a restored
+parked run on its key's next record, and why docs/consistency.md recommends thread mode.
+Thread mode's runtime context cannot tell the attempt number (it raises AttributeError), so
+the probe counts attempts with a marker file.
 
-    .venv/bin/python bench/probes/pyflink_timer_restore.py
+    .venv/bin/python bench/probes/pyflink_timer_restore.py [--thread]
+    # --thread needs the venv's site-packages on PYTHONPATH (Python runs inside the JVM):
+    PYTHONPATH=$(.venv/bin/python -c 'import site; print(site.getsitepackages()[0])') \
+        .venv/bin/python bench/probes/pyflink_timer_restore.py --thread
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ class Probe(KeyedProcessFunction):
         self.work = work
 
     def open(self, runtime_context) -> None:
-        self.attempt = runtime_context.get_attempt_number()
+        started = Path(self.work, "started")
+        self.attempt = 1 if started.exists() else 0
+        started.touch()
         self.log(f"open attempt={self.attempt}")
 
     def log(self, line: str) -> None:
@@ -76,6 +84,8 @@ def main() -> None:
     config.set_string("restart-strategy.fixed-delay.attempts", "3")
     config.set_string("restart-strategy.fixed-delay.delay", "100 ms")
     config.set_string("python.fn-execution.bundle.size", "5")
+    if "--thread" in sys.argv[1:]:
+        config.set_string("python.execution-mode", "thread")
     config.set_string("execution.checkpointing.dir", f"file://{work}/checkpoints")
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(1)

@@ -66,10 +66,8 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         if self._action_log_url is not None:
             # Records can exist for this job after a failover (attempt > 0) or when the
             # user pinned the job name across submissions; otherwise skip every lookup.
-            replay = (
-                runtime_context.get_attempt_number() > 0
-                or self.options.action_log_job is not None
-            )
+            attempt = _attempt_number(runtime_context)
+            replay = attempt != 0 or self.options.action_log_job is not None
             self._journal = ActionJournal(
                 open_action_log(self._action_log_url),
                 self._job_id,
@@ -85,7 +83,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             journal=self._journal,
             options=self.options,
             # An embedded vector store is locked by one process: one directory per subtask.
-            long_term_subdirectory=f"subtask-{runtime_context.get_index_of_this_subtask()}",
+            long_term_subdirectory=f"subtask-{_subtask_index(runtime_context)}",
         )
         pickled = Types.PICKLED_BYTE_ARRAY()
         self._sensory = runtime_context.get_map_state(
@@ -317,3 +315,19 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         """Block (backpressure) while too many durable calls are running."""
         while len(self._in_flight) >= self.options.max_in_flight:
             wait(list(self._in_flight), return_when=FIRST_COMPLETED)
+
+
+def _attempt_number(runtime_context: RuntimeContext) -> int | None:
+    """The task's attempt number, or None where PyFlink cannot tell: its thread mode raises
+    AttributeError (then replay lookups stay on, which is only slower)."""
+    try:
+        return runtime_context.get_attempt_number()
+    except AttributeError:
+        return None
+
+
+def _subtask_index(runtime_context: RuntimeContext) -> int:
+    try:
+        return runtime_context.get_index_of_this_subtask()
+    except AttributeError:  # not seen, but the same thread-mode context backs it
+        return 0
