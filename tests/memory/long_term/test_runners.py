@@ -54,3 +54,34 @@ def test_a_context_without_long_term_memory_says_so() -> None:
         RunnerContext.long_term_memory.fget(None)
     with pytest.raises(FlinkAgentsError, match="no knowledge store"):
         RunnerContext.knowledge.fget(None)
+
+
+def test_memories_handed_from_one_agent_to_another_keep_their_source(tmp_path: Path) -> None:
+    """Agent A's output carries selected memories; agent B, fed that output as input, holds
+    them with A as their source (seed 003), in its own memory set of the same user."""
+    from tests.memory.long_term.handoff_agents import Researcher, Writer
+
+    def env() -> LocalExecutionEnvironment:
+        return LocalExecutionEnvironment(long_term_memory_store=str(tmp_path / "vectors"))
+
+    shared = (
+        env()
+        .from_list(
+            [
+                {"user": "ana", "finding": "Tide pools host starfish and anemones."},
+                {"user": "ana", "finding": "Glaciers carve U-shaped valleys."},
+                {"user": "ana", "share": "sea creatures living on rocky shores"},
+            ],
+            "user",
+        )
+        .apply(Researcher)
+        .to_list()
+    )
+    assert len(shared) == 1 and len(shared[0]["handoff"]) == 1  # only the chosen memory
+    answers = (
+        env()
+        .from_list([*shared, {"user": "ana", "ask": "what lives on the shore?"}], "user")
+        .apply(Writer)
+        .to_list()
+    )
+    assert answers == [["Tide pools host starfish and anemones.", "researcher"]]
