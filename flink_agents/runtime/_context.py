@@ -35,12 +35,12 @@ class ActionContext(RunnerContext):
         recorder: CallRecorder | None = None,
         *,
         long_term: LongTermProvider | None = None,
-        identity: Sequence[str | int] | None = None,
+        writer: Callable[[], Sequence[str | int]] | None = None,
     ) -> None:
         self._key = key
         self._long_term = long_term
-        self._identity = identity
-        """The action's identity: long-term items it writes get ids derived from it."""
+        self._writer = writer
+        """The action's identity, on demand: long-term items it writes get ids from it."""
         self.recorder = recorder
         """Records durable calls in the action log (None: no log, calls just run)."""
         self._sensory = sensory
@@ -84,13 +84,13 @@ class ActionContext(RunnerContext):
     def long_term_memory(self) -> LongTermMemory:
         if self._long_term is None:
             return super().long_term_memory
-        return self._long_term.memory(self._key, self._identity)
+        return self._long_term.memory(self._key, self._writer and self._writer())
 
     @property
     def knowledge(self) -> Knowledge:
         if self._long_term is None:
             return super().knowledge
-        return self._long_term.knowledge(self._identity)
+        return self._long_term.knowledge(self._writer and self._writer())
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.recorder is None:

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -27,7 +28,7 @@ from flink_agents.runtime._journal import ActionJournal, input_event_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
-from flink_agents.runtime.action_log import ActionRecord
+from flink_agents.runtime.action_log import ActionIdentity, ActionRecord
 
 DEFAULT_MAX_STEPS = 10_000
 _ONLY_DURABLE_AWAITS = (
@@ -153,6 +154,16 @@ class RunEngine:
             self._executor = None
         self.long_term.close()
 
+    def _writer_identity(
+        self, key: Any, sequence: int, step: int, action: str, identity: ActionIdentity | None
+    ) -> tuple[Any, ...]:
+        """What long-term items an action writes derive their ids from: its action-log
+        identity, or without a log this engine's id (a retry repeats it, another process
+        does not) with the key, run, step and action."""
+        if identity is not None:
+            return dataclasses.astuple(identity)
+        return (self._engine_id, repr(key), sequence, step, action)
+
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
         run = RunState(key=key, sequence=sequence, input=record)
@@ -185,12 +196,9 @@ class RunEngine:
                 ),
             )
         recorder = None
-        # Long-term items written by this action get ids derived from its identity.
-        step = (run.sequence, run.steps + 1, action.name)
-        writer: tuple[Any, ...] = (self._engine_id, repr(run.key), *step)
+        identity = None
         if self.journal is not None:
             identity = self.journal.identity(run.key, run.sequence, run.steps + 1, action.name)
-            writer = dataclasses.astuple(identity)
             try:
                 record = self.journal.completed(identity)
                 if record is not None:
@@ -207,7 +215,10 @@ class RunEngine:
             self.executor,
             recorder,
             long_term=self.long_term,
-            identity=writer,
+            # Computed only if the action touches long-term memory: off the hot path.
+            writer=partial(
+                self._writer_identity, run.key, run.sequence, run.steps + 1, action.name, identity
+            ),
         )
         try:
             result = action.function(pending.event, context)
