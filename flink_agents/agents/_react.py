@@ -38,7 +38,8 @@ from flink_agents.api._context import RunnerContext
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import InputEvent, OutputEvent
 from flink_agents.api._prompts import Prompt
-from flink_agents.api._resources import ResourceDescriptor, ResourceType, code_ref
+from flink_agents.api._refs import ref_of
+from flink_agents.api._resources import ResourceDescriptor, ResourceType
 from flink_agents.api._tools import FunctionTool, Tool
 
 CONFIG_KEY = "react"
@@ -118,7 +119,7 @@ class ReActAgent(Agent):
             resources.append(_resource("prompt", self.prompt.descriptor()))
             react["prompt"] = "prompt"
         if self.output_schema is not None:
-            react["output_schema"] = code_ref(self.output_schema)
+            react["output_schema"] = ref_of(self.output_schema)
         data = compile_agent(type(self)).model_dump(mode="json")
         data.update(name=self.agent_name, resources=resources, config={CONFIG_KEY: react})
         plan = validate_plan_data(data)

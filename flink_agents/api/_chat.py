@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event
-from flink_agents.api._resources import code_ref, import_code_ref
+from flink_agents.api._refs import import_ref, ref_of
 
 if TYPE_CHECKING:
     from flink_agents.api._tools import ToolSpec
@@ -254,7 +254,7 @@ class ChatRequestEvent(Event):
         if isinstance(value, type):
             if not issubclass(value, BaseModel):
                 raise ValueError(f"output_schema must be a pydantic model, got {value!r}")
-            return code_ref(value)
+            return ref_of(value)
         return value
 
 
@@ -280,7 +280,7 @@ def resolve_output_schema(schema: str | dict[str, Any] | None) -> OutputSchema |
     """The schema object a ``ChatRequestEvent.output_schema`` names."""
     if schema is None or isinstance(schema, dict):
         return schema
-    target = import_code_ref(schema)
+    target = import_ref(schema)
     if not (isinstance(target, type) and issubclass(target, BaseModel)):
         raise FlinkAgentsError(f"output_schema {schema!r} is not a pydantic model class")
     return target

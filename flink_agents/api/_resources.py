@@ -12,12 +12,12 @@ An unset variable fails the creation with an error naming the resource and the v
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._refs import ref_of
 
 
 class ResourceType(StrEnum):
@@ -61,7 +61,7 @@ class ResourceDescriptor:
     def __init__(
         self, provider: Callable[..., Any] | str, type: ResourceType, /, **args: Any
     ) -> None:
-        self.provider = provider if isinstance(provider, str) else code_ref(provider)
+        self.provider = provider if isinstance(provider, str) else ref_of(provider)
         self.type = ResourceType(type)
         self.args = args
 
@@ -75,34 +75,3 @@ class Describable(Protocol):
 
     def descriptor(self) -> ResourceDescriptor: ...
 
-
-def code_ref(obj: Any) -> str:
-    """The ``module:qualname`` of a module-level function or class.
-
-    Raises:
-        FlinkAgentsError: ``obj`` is defined inside a function, so no plan can name it.
-    """
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if not module or not qualname:
-        raise FlinkAgentsError(f"{obj!r} has no module-level name to write into a plan")
-    if "<locals>" in qualname:
-        raise FlinkAgentsError(
-            f"{module}:{qualname} is defined inside a function; plans refer to code by "
-            "module:qualname, so define it at module level"
-        )
-    return f"{module}:{qualname}"
-
-
-def import_code_ref(ref: str) -> Any:
-    """The object named by ``module:qualname`` (the inverse of ``code_ref``)."""
-    module_name, sep, qualname = ref.partition(":")
-    if not sep or not module_name or not qualname:
-        raise FlinkAgentsError(f"{ref!r} is not a reference: write it as 'package.module:name'")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as error:
-        raise FlinkAgentsError(f"cannot import {ref!r}: {error}") from None
-    return target

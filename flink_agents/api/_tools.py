@@ -22,12 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from flink_agents.api._chat import ToolCall
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event
-from flink_agents.api._resources import (
-    ResourceDescriptor,
-    ResourceType,
-    code_ref,
-    import_code_ref,
-)
+from flink_agents.api._refs import import_ref, ref_of
+from flink_agents.api._resources import ResourceDescriptor, ResourceType
 
 F = TypeVar("F")
 
@@ -92,7 +88,7 @@ class Tool(ABC):
         cls, function: str, name: str | None = None, description: str | None = None
     ) -> FunctionTool:
         """The provider plans use: a tool from the function named ``module:qualname``."""
-        target = import_code_ref(function)
+        target = import_ref(function)
         if isinstance(target, FunctionTool):
             target = target.function
         return FunctionTool(target, name=name, description=description)
@@ -172,7 +168,7 @@ class FunctionTool(Tool):
 
     def descriptor(self) -> ResourceDescriptor:
         """How a plan recreates this tool (the function must be defined at module level)."""
-        args: dict[str, Any] = {"function": code_ref(self.function)}
+        args: dict[str, Any] = {"function": ref_of(self.function)}
         if self._name_override:
             args["name"] = self._name_override
         if self._description_override:

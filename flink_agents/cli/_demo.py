@@ -28,7 +28,7 @@ from rich.text import Text
 
 from flink_agents.api import FlinkAgentsError, ResourceType
 from flink_agents.api._chat import ChatMessage, ChatModelError, MessageRole
-from flink_agents.api._resources import import_code_ref
+from flink_agents.api._refs import import_ref
 from flink_agents.cli._batch import run_json_lines
 from flink_agents.integrations.chat._openai import (
     API_KEY_ENV,
@@ -148,7 +148,7 @@ def with_model(plan: AgentPlan, model: DemoModel) -> AgentPlan:
 
 def _is_openai_chat(spec: Any) -> bool:
     return (
-        spec.type == ResourceType.CHAT_MODEL and import_code_ref(spec.provider) is OpenAIChatModel
+        spec.type == ResourceType.CHAT_MODEL and import_ref(spec.provider) is OpenAIChatModel
     )
 
 

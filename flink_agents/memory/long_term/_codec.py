@@ -22,7 +22,7 @@ from flink_agents.api._long_term import (
     CompactionFunction,
     MemorySetItem,
 )
-from flink_agents.api._resources import code_ref, import_code_ref
+from flink_agents.api._refs import import_ref, ref_of
 
 KIND_ITEM = "item"
 KIND_COMPACTED = "compacted"
@@ -145,13 +145,13 @@ def strategy_name(strategy: CapacityManageStrategy | str | CompactionFunction) -
     if isinstance(strategy, str):
         return CapacityManageStrategy(strategy.lower()).value
     if callable(strategy):
-        return FUNCTION_PREFIX + code_ref(strategy)
+        return FUNCTION_PREFIX + ref_of(strategy)
     raise TypeError(f"capacity_manage_strategy must be a strategy or a function, got {strategy!r}")
 
 
 def strategy_of(name: str) -> CapacityManageStrategy | CompactionFunction:
     if name.startswith(FUNCTION_PREFIX):
-        return import_code_ref(name.removeprefix(FUNCTION_PREFIX))
+        return import_ref(name.removeprefix(FUNCTION_PREFIX))
     return CapacityManageStrategy(name)
 
 
