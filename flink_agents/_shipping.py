@@ -8,14 +8,13 @@ raises ``_DeadlockError``: the job fails on every restart and never recovers.
 
 Everything this package ships (the dispatcher, the record parser, key selectors, sink
 formatters) therefore pickles as a call to ``load`` or ``rebuild`` here. This module imports
-nothing of ours, and both functions import under one process-wide lock, so in a worker our
-modules are only ever imported by one thread at a time. ``import_lock`` guards the other
-imports a worker makes of user code (binding a plan).
+nothing of ours at import time, and both functions import under one process-wide lock, so
+in a worker our modules are only ever imported by one thread at a time. ``import_lock``
+guards the other imports a worker makes of user code (binding a plan).
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,10 +26,10 @@ import_lock = threading.RLock()
 def load(module: str, qualname: str) -> Any:
     """The object ``module:qualname``, imported under ``import_lock``."""
     with import_lock:
-        target: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    return target
+        # Imported here, under the lock: this module itself must import nothing of ours.
+        from flink_agents.api._refs import import_ref
+
+        return import_ref(f"{module}:{qualname}")
 
 
 def rebuild(module: str, qualname: str, state: dict[str, Any]) -> Any:
