@@ -79,6 +79,18 @@ class RunnerContext(ABC):
             "'long-term-memory-store', or run on the local or Flink runner)"
         )
 
+    def external_id(self) -> str:
+        """A deterministic id (a UUID string) for the next write this action makes outside
+        Flink: a row, a message, a file.
+
+        The n-th call of an execution returns the n-th id of the action's identity (job,
+        key, run, step, action), so an action that runs again after a failure (a retry, a
+        replay after a restore) gets the same ids in the same order and overwrites its
+        earlier writes instead of duplicating them. Long-term memory and knowledge draw
+        their item ids from the same minter, under scopes of their own.
+        """
+        raise FlinkAgentsError("this runner mints no external ids")
+
     @abstractmethod
     def get_resource(self, name: str, type: ResourceType | None = None) -> Any:
         """The resource declared under ``name``, created on first use.

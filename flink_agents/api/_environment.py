@@ -34,6 +34,13 @@ class AgentBuilder(ABC):
         """The outputs as a Flink DataStream (Flink runner)."""
         raise FlinkAgentsError(f"{type(self).__name__} does not produce a DataStream")
 
+    @abstractmethod
+    def error_stream(self) -> Any:
+        """The error output: input that never reached the agent (``kind: rejected``, with
+        its ``reason``: a record whose key cannot be taken) and runs given up under the
+        ``error-output`` or ``retry`` policy (``kind: failed_run``). A list of dicts on the
+        local runner, a DataStream of dicts on Flink; the same records in both."""
+
 
 class AgentsExecutionEnvironment(ABC):
     """Entry point for running agents, locally or on Flink."""

@@ -29,6 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--key", required=True, help="the record field that keys the runs")
     run.add_argument("--output", type=Path, help="outputs file (default: standard output)")
     run.add_argument("--errors", type=Path, help="error output file (default: standard error)")
+    run.add_argument(
+        "--error-policy",
+        choices=["error-output", "retry", "fail"],
+        default="error-output",
+        help="what a failing action does: its run goes to the error output (default), it is "
+        "retried with backoff first, or the command stops",
+    )
 
     validate = commands.add_parser("validate", help="check a plan file and the code it names")
     validate.add_argument("plan", type=Path)
@@ -77,18 +84,41 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from flink_agents.api import ActionExecutionError, FlinkAgentsError
     from flink_agents.cli._batch import run_json_lines
+    from flink_agents.runtime import load_options
 
     plan = load_plan(args.plan)
+    try:
+        options = load_options({"error_policy": args.error_policy})
+        # Checked before any output file is created: a missing input costs nothing.
+        with args.input.open("rb"):
+            pass
+    except (OSError, FlinkAgentsError) as error:
+        print(f"error: {_one_line(error)}", file=sys.stderr)
+        return 2
     output = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
     errors = args.errors.open("w", encoding="utf-8") if args.errors else sys.stderr
     try:
-        report = run_json_lines(plan, args.input, args.key, output, errors)
+        report = run_json_lines(plan, args.input, args.key, output, errors, options=options)
+    except OSError as error:  # the input became unreadable while running
+        print(f"error: {_one_line(error)}", file=sys.stderr)
+        return 2
+    except ActionExecutionError as error:  # --error-policy fail
+        print(f"error: {_one_line(error)}", file=sys.stderr)
+        return 1
     finally:
         for stream in (output, errors):
             if stream not in (sys.stdout, sys.stderr):
                 stream.close()
     return 1 if report.failed_runs else 0
+
+
+def _one_line(error: BaseException) -> str:
+    """An error as one line: ``OSError``s name the file and the reason."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"cannot read {error.filename}: {error.strerror or error}"
+    return " ".join(str(error).split())
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

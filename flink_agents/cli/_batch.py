@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from flink_agents.api import ActionExecutionError, FlinkAgentsError
 from flink_agents.cli._jsonl import Rejected, read_json_lines
-from flink_agents.runtime import LocalRunner
+from flink_agents.runtime import AgentOptions, LocalRunner
 from flink_agents.runtime._keys import key_function
-from flink_agents.runtime._records import to_json_line
+from flink_agents.runtime._records import BadRecord, rejected, take_key, to_json_line
 
 
 @dataclass
@@ -36,15 +35,22 @@ def run_json_lines(
     output: TextIO,
     errors: TextIO,
     on_record: Callable[[], None] | None = None,
+    options: AgentOptions | None = None,
 ) -> BatchReport:
     """Run ``agent`` over every record of ``input_path``, keyed by ``key_field``.
 
-    Outputs go to ``output`` as JSON lines. Unparsable lines, records without a key and
-    failed runs go to ``errors`` (one JSON object each, with the reason) and processing
-    goes on: bad input never stops the batch nor loses the good records.
+    Outputs go to ``output`` as JSON lines. Unparsable lines and records without a usable
+    key go to ``errors`` (one JSON object each, with the file, line and reason), and so do
+    failed runs under the ``error-output`` and ``retry`` policies (``options``; the default
+    here is ``error-output``): bad input never stops the batch nor loses the good records.
+
+    Raises:
+        OSError: ``input_path`` cannot be opened or read.
+        ActionExecutionError: an action failed under the ``fail`` policy.
     """
-    runner = LocalRunner(agent)
+    runner = LocalRunner(agent, options=options or AgentOptions(error_policy="error-output"))
     key_of = key_function(key_field)
+    where = str(input_path)
     report = BatchReport(runner)
     started = time.perf_counter()
     for item in read_json_lines(input_path):
@@ -57,27 +63,16 @@ def run_json_lines(
             continue
         line, record = item
         try:
-            key = key_of(record)
-        except FlinkAgentsError as error:
+            key = take_key(key_of, record)
+        except BadRecord as error:
             report.rejected += 1
-            _write(errors, {"kind": "rejected", "line": line, "raw": record, "reason": str(error)})
+            _write(errors, rejected(str(error), raw=to_json_line(record), file=where, line=line))
             continue
-        try:
-            outputs = runner.run(key, record)
-        except ActionExecutionError as error:
+        failed_before = len(runner.errors)
+        outputs = runner.run(key, record)
+        for failure in runner.errors[failed_before:]:
             report.failed_runs += 1
-            _write(
-                errors,
-                {
-                    "kind": "failed_run",
-                    "line": line,
-                    "key": key,
-                    "action": error.action,
-                    "input": record,
-                    "error": f"{type(error.cause).__name__}: {error.cause}",
-                },
-            )
-            continue
+            _write(errors, {**failure, "file": where, "line": line})
         for produced in outputs:
             report.outputs += 1
             _write(output, produced)

@@ -3,19 +3,23 @@ and token budgets for putting memory into a prompt (``long_term`` holds long-ter
 
 from flink_agents.memory._buffer import BufferedState, MemoryDelta
 from flink_agents.memory._flat import FlatMemory, ObjectMarker, StoredMemoryObject, to_dict
+from flink_agents.memory._identity import NAMESPACE, IdMinter, external_id_of
 from flink_agents.memory._state import DictState, StateMap
 from flink_agents.memory.budget import BudgetResult, TokenBudgetError, fit_to_budget
 
 __all__ = [
+    "NAMESPACE",
     "BudgetResult",
     "BufferedState",
     "DictState",
     "FlatMemory",
+    "IdMinter",
     "MemoryDelta",
     "ObjectMarker",
     "StateMap",
     "StoredMemoryObject",
     "TokenBudgetError",
+    "external_id_of",
     "fit_to_budget",
     "to_dict",
 ]

@@ -6,6 +6,7 @@ semantics as Flink state, where every value is serialized.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from pydantic import BaseModel
@@ -50,10 +51,23 @@ def _checked_copy(value: Any, path: str) -> Any:
             copied[k] = _checked_copy(item, f"{path}.{k}")
         return copied
     if isinstance(value, BaseModel):
-        return value.model_copy(deep=True)
+        return _serialized_copy(value, path)
     if isinstance(value, _IMMUTABLE):  # subclasses such as str enums
         return value
     raise MemoryValueError(f"cannot store {kind.__name__} at '{path}': {_ALLOWED}")
+
+
+def _serialized_copy(value: BaseModel, path: str) -> BaseModel:
+    """A copy made the way Flink state and the action log store the value (pickle), so a
+    model that cannot be stored there (a field holding a lambda, a socket, a class defined
+    inside a function) is refused here, at ``set``, in every runner alike."""
+    try:
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as error:
+        raise MemoryValueError(
+            f"cannot store {type(value).__name__} at '{path}': it cannot be serialized "
+            f"({type(error).__name__}: {error})"
+        ) from None
 
 
 def copy_out(value: Any) -> Any:

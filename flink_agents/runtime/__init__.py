@@ -2,8 +2,10 @@
 
 from flink_agents.runtime._engine import PendingAction, RunEngine, RunState, StepResult
 from flink_agents.runtime._local import LocalAgentBuilder, LocalExecutionEnvironment, LocalRunner
+from flink_agents.runtime._options import AgentOptions, load_options
 
 __all__ = [
+    "AgentOptions",
     "LocalAgentBuilder",
     "LocalExecutionEnvironment",
     "LocalRunner",
@@ -11,4 +13,5 @@ __all__ = [
     "RunEngine",
     "RunState",
     "StepResult",
+    "load_options",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
@@ -13,7 +13,7 @@ from flink_agents.api._knowledge import Knowledge
 from flink_agents.api._long_term import LongTermMemory
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._resources import ResourceType
-from flink_agents.memory import BufferedState, FlatMemory, MemoryDelta, StateMap
+from flink_agents.memory import BufferedState, FlatMemory, IdMinter, MemoryDelta, StateMap
 from flink_agents.runtime._journal import CallRecorder, CallSlot
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._resources import ResourceCache
@@ -35,12 +35,12 @@ class ActionContext(RunnerContext):
         recorder: CallRecorder | None = None,
         *,
         long_term: LongTermProvider | None = None,
-        writer: Callable[[], Sequence[str | int]] | None = None,
+        ids: IdMinter | None = None,
     ) -> None:
         self._key = key
         self._long_term = long_term
-        self._writer = writer
-        """The action's identity, on demand: long-term items it writes get ids from it."""
+        self.ids = ids if ids is not None else IdMinter()
+        """Mints the ids of everything this execution writes outside Flink state."""
         self.recorder = recorder
         """Records durable calls in the action log (None: no log, calls just run)."""
         self._sensory = sensory
@@ -84,13 +84,16 @@ class ActionContext(RunnerContext):
     def long_term_memory(self) -> LongTermMemory:
         if self._long_term is None:
             return super().long_term_memory
-        return self._long_term.memory(self._key, self._writer and self._writer())
+        return self._long_term.memory(self._key, self.ids)
 
     @property
     def knowledge(self) -> Knowledge:
         if self._long_term is None:
             return super().knowledge
-        return self._long_term.knowledge(self._writer and self._writer())
+        return self._long_term.knowledge(self.ids)
+
+    def external_id(self) -> str:
+        return self.ids.external_id()
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.recorder is None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flink_agents._shipping import ShippedByName, ShippedFunction
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.runtime._records import BadRecord
 
 
 def key_function(selector: Callable[[Any], Any] | str | None) -> Callable[[Any], Any]:
@@ -37,6 +37,14 @@ class _FieldKey(ShippedByName):
                 return record[self.field]
             return getattr(record, self.field)
         except (KeyError, AttributeError):
-            raise FlinkAgentsError(
-                f"record has no key field {self.field!r}: {record!r:.200}"
-            ) from None
+            raise BadRecord(f"record has no key field {self.field!r}") from None
+
+
+class ConstantKey(ShippedByName):
+    """A key selector giving every record the same key (e.g. the input file it came from)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __call__(self, record: Any) -> Any:
+        return self.value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -10,13 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
-from flink_agents.runtime._engine import DEFAULT_MAX_STEPS, RunEngine
+from flink_agents.runtime._engine import DEFAULT_MAX_STEPS, RunEngine, RunState
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
+from flink_agents.runtime._records import BadRecord, failed_run, rejected, take_key
 from flink_agents.runtime.action_log import open_action_log
 
 
@@ -34,6 +36,8 @@ class LocalRunner:
 
     Keeps what Flink would keep in keyed state: per key, the run sequence number, the
     sensory memory map (cleared at the end of each run) and the short-term memory map.
+    A failed action follows ``options.error_policy`` as on Flink: ``fail`` raises,
+    ``retry`` runs it again after a backoff, and a run given up goes to ``errors``.
     """
 
     def __init__(
@@ -45,6 +49,7 @@ class LocalRunner:
         options: AgentOptions | None = None,
     ) -> None:
         self.plan: AgentPlan = to_plan(agent)
+        self.options = options or AgentOptions()
         self.engine = RunEngine(
             bind_plan(self.plan), max_steps=max_steps, journal=journal, options=options
         )
@@ -53,13 +58,16 @@ class LocalRunner:
         self._short_term: dict[Any, DictState] = {}
         self.outputs_per_key: Counter[Any] = Counter()
         self.steps = 0
+        self.errors: list[dict[str, Any]] = []
+        """Failed runs given up under the ``error-output`` and ``retry`` policies."""
 
     def run(self, key: Any, record: Any) -> list[Any]:
-        """One run: ``record`` as the ``InputEvent`` of ``key``; returns its outputs.
+        """One run: ``record`` as the ``InputEvent`` of ``key``; returns its outputs (those
+        of a run given up under the error policy included, as on Flink).
 
         Raises:
-            ActionExecutionError: an action raised; the run is abandoned, the memory
-                writes of the actions that completed before it stay.
+            ActionExecutionError: an action raised under the ``fail`` policy; the run is
+                abandoned, the memory writes of the actions that completed before it stay.
         """
         sequence = self._sequence.get(key, 0) + 1
         self._sequence[key] = sequence
@@ -69,13 +77,33 @@ class LocalRunner:
         outputs: list[Any] = []
         try:
             while not run.finished:
-                result = self.engine.step_blocking(run, sensory, short_term)
+                try:
+                    result = self.engine.step_blocking(run, sensory, short_term)
+                except ActionExecutionError as error:
+                    if self._retry(run, error):
+                        continue
+                    break
                 self.steps += 1
                 outputs.extend(result.outputs)
         finally:
             self.engine.end(run, sensory)
         self.outputs_per_key[key] += len(outputs)
         return outputs
+
+    def _retry(self, run: RunState, error: ActionExecutionError) -> bool:
+        """Apply the error policy to a failed action: True to run it again."""
+        policy = self.options.error_policy
+        if policy == "retry" and run.attempts + 1 < self.options.retry_max_attempts:
+            run.attempts += 1
+            time.sleep(self.options.retry_backoff_ms(run.attempts) / 1000)
+            return True
+        if policy == "fail":
+            raise error
+        attempts = run.attempts + 1
+        self.errors.append(
+            failed_run(run.key, run.input, run.sequence, error.action, error.cause, attempts)
+        )
+        return False
 
     def snapshot(self) -> LocalSnapshot:
         """A copy of what Flink would checkpoint: run sequences and memory maps per key."""
@@ -118,6 +146,7 @@ class LocalAgentBuilder(AgentBuilder):
         self._key_of = key_function(key_selector)
         self.runner: LocalRunner | None = None
         self._keyed_outputs: list[tuple[Any, Any]] | None = None
+        self._errors: list[dict[str, Any]] = []
         self._failed = False
 
     def apply(self, agent: Any) -> LocalAgentBuilder:
@@ -143,8 +172,14 @@ class LocalAgentBuilder(AgentBuilder):
             keyed = []
             try:
                 for record in self._records:
-                    key = self._key_of(record)
+                    try:
+                        key = take_key(self._key_of, record)
+                    except BadRecord as error:  # bad input, whatever the error policy
+                        self._errors.append(rejected(str(error), input=record))
+                        continue
+                    errors_before = len(self.runner.errors)
                     keyed.extend((key, output) for output in self.runner.run(key, record))
+                    self._errors.extend(self.runner.errors[errors_before:])
             except Exception:
                 self._failed = True
                 raise
@@ -155,6 +190,14 @@ class LocalAgentBuilder(AgentBuilder):
 
     def to_list(self) -> list[Any]:
         return [output for _, output in self.to_keyed_list()]
+
+    def error_stream(self) -> list[dict[str, Any]]:
+        """Input that never reached the agent (``rejected``: its key could not be taken) and
+        runs given up under the ``error-output`` or ``retry`` policy (``failed_run``), in
+        input order, as the Flink runner's ``error_stream()`` emits them. Runs the input
+        if it has not run yet."""
+        self.to_keyed_list()
+        return list(self._errors)
 
 
 class LocalExecutionEnvironment(AgentsExecutionEnvironment):

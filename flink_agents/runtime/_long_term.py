@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.api._resources import ResourceType
 from flink_agents.integrations.vector_stores import VectorStore, open_vector_store
+from flink_agents.memory import IdMinter
 from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
 from flink_agents.memory.long_term._sets import KeyedLongTermMemory
 from flink_agents.runtime._options import AgentOptions
@@ -55,15 +55,15 @@ class LongTermProvider:
         root = Path(configured or Path(self.options.data_dir) / "vector-store").expanduser()
         return str(root / self.subdirectory if self.subdirectory else root)
 
-    def memory(self, key: Any, identity: Sequence[str | int] | None) -> KeyedLongTermMemory:
+    def memory(self, key: Any, ids: IdMinter) -> KeyedLongTermMemory:
         self._open()
         assert self._memory is not None
-        return self._memory.for_key(key, identity)
+        return self._memory.for_key(key, ids)
 
-    def knowledge(self, identity: Sequence[str | int] | None) -> VectorKnowledge:
+    def knowledge(self, ids: IdMinter) -> VectorKnowledge:
         self._open()
         assert self._knowledge is not None
-        return self._knowledge.bound(identity)
+        return self._knowledge.bound(ids)
 
     def close(self, timeout: float | None = 60.0) -> None:
         """Let running compactions finish (up to ``timeout``), then release the store."""

@@ -1,16 +1,85 @@
-"""JSON lines in and out: a line to a record, with one wording for bad lines, and an output
-to a line, the same way in the local batch runner and the Flink job."""
+"""Records in and out, the same way in every runner: a JSON line to a record, a record to its
+key, an output to a JSON line, and the error records that bad input and failed runs become.
+
+Error records are plain dicts (JSON-ready) of two kinds, with the same fields everywhere:
+
+- ``rejected``: input that never reached the agent (a line that is not a JSON object, a
+  record whose key cannot be taken): ``reason`` and ``input`` (the record), or for file input
+  ``raw`` (the line's text), ``file`` and ``line`` (1-based);
+- ``failed_run``: a run abandoned under the ``error-output`` or ``retry`` policy: ``key``,
+  ``input``, ``run_sequence``, ``action``, ``error`` (``"Type: message"``) and ``attempts``,
+  plus ``file`` and ``line`` where the input came from a file.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
 
 class BadRecord(ValueError):
-    """A line that is not one JSON object; the message is the reason for the error output."""
+    """Input the agent cannot take (a line that is not one JSON object, a record without a
+    usable key); the message is the reason in the error output."""
+
+
+def take_key(key_of: Callable[[Any], Any], record: Any) -> Any:
+    """``record``'s key, by the runner's key function.
+
+    Raises:
+        BadRecord: the key cannot be taken: a missing field, a key selector that raised, or
+            a key that is not hashable (keys index state).
+    """
+    try:
+        key = key_of(record)
+    except BadRecord:
+        raise
+    except Exception as error:
+        raise BadRecord(f"the key selector raised {type(error).__name__}: {error}") from None
+    try:
+        hash(key)
+    except TypeError:
+        raise BadRecord(f"key {key!r:.100} is not hashable ({type(key).__name__})") from None
+    return key
+
+
+def rejected(
+    reason: str,
+    *,
+    input: Any = None,
+    raw: str | None = None,
+    file: str | None = None,
+    line: int | None = None,
+) -> dict[str, Any]:
+    """The error record of input that never reached the agent (see the module docstring)."""
+    record: dict[str, Any] = {"kind": "rejected", "reason": reason}
+    if raw is None:
+        record["input"] = input
+    else:
+        record.update(file=file, line=line, raw=raw)
+    return record
+
+
+def failed_run(
+    key: Any,
+    input: Any,
+    run_sequence: int,
+    action: str,
+    cause: BaseException,
+    attempts: int,
+) -> dict[str, Any]:
+    """The error record of a run abandoned under the error policy."""
+    return {
+        "kind": "failed_run",
+        "key": key,
+        "input": input,
+        "run_sequence": run_sequence,
+        "action": action,
+        "error": f"{type(cause).__name__}: {cause}",
+        "attempts": attempts,
+    }
 
 
 def parse_json_object(text: str) -> dict[str, Any]:

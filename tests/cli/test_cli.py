@@ -202,6 +202,45 @@ def test_run_sends_bad_lines_and_failed_runs_to_the_error_output(tmp_path):
     assert errors[2]["error"] == "KeyError: 'id'"
 
 
+def test_run_keeps_every_good_line_around_one_that_is_not_utf8(tmp_path):
+    """A line in another encoding costs that line (with its file and number), not the run."""
+    data = tmp_path / "in.jsonl"
+    data.write_bytes(
+        b'{"id": "T-1", "user": "a", "text": "refund please"}\n'
+        b'{"id": "T-2", "user": "a", "text": "caf\xe9 order"}\n'
+        b'{"id": "T-3", "text": "who am I?"}\n'
+        b'{"id": "T-4", "user": "b", "text": "invoice is wrong"}\n'
+    )
+    out, err = tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    args = ["run", str(TRIAGE_PLAN), str(data), "--key", "user"]
+    assert main([*args, "--output", str(out), "--errors", str(err)]) == 0
+    assert [json.loads(x)["ticket"] for x in out.read_text().splitlines()] == ["T-1", "T-4"]
+    first, second = (json.loads(x) for x in err.read_text().splitlines())
+    assert first == {
+        "kind": "rejected",
+        "reason": "not UTF-8 (byte 0xe9 at column 40)",
+        "file": str(data),
+        "line": 2,
+        "raw": '{"id": "T-2", "user": "a", "text": "caf\\xe9 order"}',
+    }
+    assert (second["kind"], second["line"], second["file"]) == ("rejected", 3, str(data))
+    assert second["reason"] == "record has no key field 'user'"
+
+
+def test_run_with_a_missing_input_says_so_in_one_line(tmp_path):
+    missing = tmp_path / "nowhere.jsonl"
+    command = Path(sys.executable).with_name("flink-agents")
+    result = subprocess.run(
+        [command, "run", TRIAGE_PLAN, missing, "--key", "user", "--output", tmp_path / "out.jsonl"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"error: cannot read {missing}: No such file or directory\n"
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_validate_reports_ok_and_errors(tmp_path, capsys):
     assert main(["validate", str(REPO / "plans/support_triage.yaml")]) == 0
     assert "agent 'support_triage' is valid (3 actions)" in capsys.readouterr().out

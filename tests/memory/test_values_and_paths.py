@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
+import socket
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from flink_agents.api import MemoryObject, MemoryPathError, MemoryValueError
 from flink_agents.memory import DictState, FlatMemory, ObjectMarker, to_dict
@@ -599,3 +600,25 @@ def test_seed_example_on_strict_state() -> None:
     root.set("copy", obj_z)
     root.delete("z")
     assert to_dict(root) == {"x": 100, "copy": {"n": {"j": True}}}
+
+
+class Holder(BaseModel):
+    """A model whose field takes anything: valid for pydantic, not always storable."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    payload: Any = None
+
+
+def test_a_model_that_cannot_be_serialized_is_refused_at_set() -> None:
+    """Flink state and the action log pickle values: what they cannot store is refused
+    here, naming the path and the type, in the local runner exactly as on Flink."""
+    _, root = new_memory()
+    with pytest.raises(
+        MemoryValueError, match=r"cannot store Holder at 'a\.b': it cannot be serialized"
+    ):
+        root.set("a.b", Holder(payload=lambda: 1))
+    with socket.socket() as open_socket, pytest.raises(MemoryValueError, match="Holder at 'c'"):
+        root.set("c", Holder(payload=open_socket))
+    assert root.get_field_names() == []
+    root.set("ok", Holder(payload={"n": 1}))
+    assert root.get("ok") == Holder(payload={"n": 1})

@@ -61,9 +61,33 @@ def test_key_selector_field_name_reads_attributes_of_objects():
     assert builder.to_keyed_list() == [("a", records[0]), ("b", records[1])]
 
 
-def test_key_selector_missing_field_is_a_flink_agents_error():
-    with pytest.raises(FlinkAgentsError, match="no key field 'user'"):
-        run_all(agents.EchoAgent, [{"name": "x"}], "user")
+def test_a_record_whose_key_cannot_be_taken_goes_to_the_error_stream():
+    """Bad input, not a failed run: whatever the policy, the good records still run."""
+    records = [{"user": "a"}, {"name": "x"}, {"user": ["l"]}, {"user": "b"}]
+    builder = (
+        LocalExecutionEnvironment(error_policy="fail")
+        .from_list(records, "user")
+        .apply(agents.EchoAgent)
+    )
+    assert builder.to_list() == [records[0], records[3]]
+    assert builder.error_stream() == [
+        {"kind": "rejected", "reason": "record has no key field 'user'", "input": records[1]},
+        {"kind": "rejected", "reason": "key ['l'] is not hashable (list)", "input": records[2]},
+    ]
+
+
+def test_a_key_selector_that_raises_rejects_the_record():
+    def first_letter(record: str) -> str:
+        return record[0]
+
+    builder = LocalExecutionEnvironment().from_list(["ann", "", "bo"], first_letter)
+    assert builder.apply(agents.EchoAgent).to_list() == ["ann", "bo"]
+    (error,) = builder.error_stream()
+    assert error == {
+        "kind": "rejected",
+        "reason": "the key selector raised IndexError: string index out of range",
+        "input": "",
+    }
 
 
 def test_key_selector_callable():

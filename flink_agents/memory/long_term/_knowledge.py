@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from flink_agents.integrations.vector_stores import (
     VectorStore,
     point_id,
 )
+from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._codec import CLOCK, text_of, to_datetime
 
 KNOWLEDGE_COLLECTION = "flink_agents_knowledge"
@@ -33,8 +33,8 @@ class VectorKnowledge(Knowledge):
         store: the vector store; for knowledge shared by several processes, a Qdrant server.
         embedding_model: embeds values and queries.
         collection: the collection holding every knowledge set.
-        identity: the writing action's identity; ids of added items are derived from it, so
-            a re-executed action overwrites them. None gives random ids.
+        ids: the writing action's id minter (one per action execution), so a re-executed
+            action overwrites the items it added. None gives random ids.
     """
 
     def __init__(
@@ -42,21 +42,20 @@ class VectorKnowledge(Knowledge):
         store: VectorStore,
         embedding_model: BaseEmbeddingModel,
         collection: str = KNOWLEDGE_COLLECTION,
-        identity: Sequence[str | int] | None = None,
+        ids: IdMinter | None = None,
         *,
         _ensured: bool = False,
     ) -> None:
         self.store = store
         self.embedding = embedding_model
         self.collection = collection
-        self.identity = tuple(identity) if identity is not None else None
-        self._written = 0
+        self.ids = ids if ids is not None else IdMinter()
         if not _ensured:
             store.ensure_collection(collection, embedding_model.dimension, embedding_model.model_id)
 
-    def bound(self, identity: Sequence[str | int] | None) -> VectorKnowledge:
-        """The same knowledge, writing with ids derived from ``identity``."""
-        return VectorKnowledge(self.store, self.embedding, self.collection, identity, _ensured=True)
+    def bound(self, ids: IdMinter | None) -> VectorKnowledge:
+        """The same knowledge, writing with ids from ``ids``."""
+        return VectorKnowledge(self.store, self.embedding, self.collection, ids, _ensured=True)
 
     def create_knowledge_set(self, name: str) -> KnowledgeSet:
         if not isinstance(name, str) or not name:
@@ -81,10 +80,7 @@ class VectorKnowledge(Knowledge):
         return bool(self.store.get(self.collection, [_set_id(name)]))
 
     def new_ids(self, name: str, count: int) -> list[str]:
-        if self.identity is None:
-            return [str(uuid.uuid4()) for _ in range(count)]
-        first, self._written = self._written, self._written + count
-        return [point_id(*self.identity, "knowledge", name, first + n) for n in range(count)]
+        return self.ids.point_ids("knowledge", name, count)
 
 
 class StoredKnowledgeSet(KnowledgeSet):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from flink_agents.api._chat import BaseChatModel
 from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.integrations.vector_stores import VectorStore
+from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._access import AccessRecorder
 from flink_agents.memory.long_term._codec import key_text
 from flink_agents.memory.long_term._compaction import Compactor
@@ -63,10 +63,10 @@ class VectorLongTermMemory:
         )
         self.access = AccessRecorder(self.core.touch, self.compactor.submit, access_interval)
 
-    def for_key(self, key: Any, identity: Sequence[str | int] | None = None) -> KeyedLongTermMemory:
-        """The memory sets of ``key``; ``identity`` (the action's) makes item ids
-        deterministic so that a re-executed action overwrites what it wrote."""
-        return KeyedLongTermMemory(self, key_text(key), identity)
+    def for_key(self, key: Any, ids: IdMinter | None = None) -> KeyedLongTermMemory:
+        """The memory sets of ``key``; ``ids`` (the action execution's minter) makes item
+        ids deterministic so that a re-executed action overwrites what it wrote."""
+        return KeyedLongTermMemory(self, key_text(key), ids)
 
     def wait_for_compaction(self, timeout: float | None = None) -> bool:
         """Wait until no compaction (or access record) is queued or running.

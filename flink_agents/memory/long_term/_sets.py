@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,8 @@ from flink_agents.api._long_term import (
     Tags,
     normalize_tags,
 )
-from flink_agents.integrations.vector_stores import FieldMatchAny, point_id
+from flink_agents.integrations.vector_stores import FieldMatchAny
+from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._codec import (
     TYPE_JSON,
     SetSettings,
@@ -31,8 +31,6 @@ from flink_agents.memory.long_term._filters import best, search_conditions
 if TYPE_CHECKING:
     from flink_agents.memory.long_term._memory import VectorLongTermMemory
 
-Identity = Sequence[str | int]
-
 
 class KeyedLongTermMemory(LongTermMemory):
     """The memory sets of one key.
@@ -40,18 +38,17 @@ class KeyedLongTermMemory(LongTermMemory):
     Args:
         owner: the long-term memory object (store, embedding, compaction pool).
         key: the key, as stored (see ``key_text``).
-        identity: the writing action's identity (job, key, run, step, action); item ids are
-            derived from it and a running index, so a re-executed action overwrites its own
-            items. None (direct use outside an action) gives random ids.
+        ids: the writing action's id minter (one per action execution, shared by every view
+            the action opens), so a re-executed action overwrites its own items. None
+            (direct use outside an action) gives random ids.
     """
 
     def __init__(
-        self, owner: VectorLongTermMemory, key: str, identity: Identity | None = None
+        self, owner: VectorLongTermMemory, key: str, ids: IdMinter | None = None
     ) -> None:
         self.owner = owner
         self.key = key
-        self.identity = tuple(identity) if identity is not None else None
-        self._written = 0
+        self.ids = ids if ids is not None else IdMinter()
 
     def create_memory_set(
         self,
@@ -89,11 +86,8 @@ class KeyedLongTermMemory(LongTermMemory):
         return self.owner.core.drop_set(self.key, name)
 
     def new_ids(self, name: str, count: int) -> list[str]:
-        """Ids for the next ``count`` items this view writes."""
-        if self.identity is None:
-            return [str(uuid.uuid4()) for _ in range(count)]
-        first, self._written = self._written, self._written + count
-        return [point_id(*self.identity, "ltm", name, first + n) for n in range(count)]
+        """Ids for the next ``count`` items written to set ``name``."""
+        return self.ids.point_ids("ltm", name, count)
 
 
 class StoredMemorySet(MemorySet):

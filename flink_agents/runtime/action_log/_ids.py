@@ -12,7 +12,6 @@ import datetime
 import decimal
 import enum
 import hashlib
-import json
 import pathlib
 import pickle
 import re
@@ -22,10 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from flink_agents.memory import NAMESPACE, external_id_of
 from flink_agents.runtime.action_log._base import ActionIdentity
 
-NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://flink-agents/action-log")
-"""The UUID5 namespace of ``external_id``; changing it changes every id ever handed out."""
+__all__ = ["NAMESPACE", "digest_args", "external_id"]
+
 
 _REPR_STABLE = (
     float,
@@ -71,11 +71,11 @@ def external_id(identity: ActionIdentity, index: int) -> str:
 
     Use it as the id of a point, row or message an action writes outside Flink (e.g. a
     Qdrant point): a replayed action then overwrites its earlier write instead of adding one.
+    Inside an action, ``ctx.external_id()`` hands these out in order.
     """
-    name = json.dumps(
-        [identity.job, identity.key, identity.run_sequence, identity.step, identity.action, index]
+    return external_id_of(
+        (identity.job, identity.key, identity.run_sequence, identity.step, identity.action), index
     )
-    return str(uuid.uuid5(NAMESPACE, name))
 
 
 def _frame(tag: bytes, body: bytes) -> bytes:

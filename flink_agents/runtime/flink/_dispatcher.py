@@ -34,6 +34,7 @@ from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._engine import RunEngine, RunState, Suspension
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._options import AgentOptions
+from flink_agents.runtime._records import failed_run
 from flink_agents.runtime.action_log import open_action_log
 
 DRAIN_TIMESTAMP = 2**62
@@ -112,7 +113,10 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
 
     # -- Flink callbacks -------------------------------------------------------------------
 
-    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+    def process_element(
+        self, keyed: tuple[Any, Any], ctx: KeyedProcessFunction.Context
+    ) -> Iterator[Any]:
+        value = keyed[1]  # (key, record): the builder took the key before keying
         if self._journal is not None:
             self._journal.maybe_prune(self._oldest_in_flight)
         key = ctx.get_current_key()
@@ -246,14 +250,9 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             raise error
         yield (
             ERROR_TAG,
-            {
-                "key": run.key,
-                "input": run.input,
-                "run_sequence": run.sequence,
-                "action": error.action,
-                "error": f"{type(error.cause).__name__}: {error.cause}",
-                "attempts": run.attempts + 1,
-            },
+            failed_run(
+                run.key, run.input, run.sequence, error.action, error.cause, run.attempts + 1
+            ),
         )
         return "abandoned"
 

@@ -10,16 +10,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from pyflink.common import Types
-from pyflink.datastream import DataStream, StreamExecutionEnvironment
+from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
 
-from flink_agents._shipping import ShippedFunction
+from flink_agents._shipping import ShippedByName, ShippedFunction
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.plan import AgentPlan, to_plan
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
+from flink_agents.runtime._records import BadRecord, rejected, take_key
 from flink_agents.runtime.flink._dispatcher import ERROR_TAG, MEMORY_TAG, AgentDispatcher
 from flink_agents.runtime.flink._quiet import hide_beam_shutdown_noise
+
+REJECTED_TAG = OutputTag("agent-rejected", Types.PICKLED_BYTE_ARRAY())
 
 
 class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
@@ -97,22 +100,37 @@ class FlinkAgentBuilder(AgentBuilder):
                 job_id=options.action_log_job or uuid.uuid4().hex,
                 action_log_url=options.action_log_url(embedded_default=True),
             )
+            # The key is taken once, before keying: a record whose key cannot be taken goes
+            # to the error output instead of failing the job (and failing again after every
+            # restart). Same parallelism as the input, so the records of a key stay in order.
+            keyed = (
+                self._stream.process(
+                    TakeKey(self._key_selector), output_type=Types.PICKLED_BYTE_ARRAY()
+                )
+                .set_parallelism(self._stream._j_data_stream.getParallelism())
+                .name(f"agent-key:{self._plan.name}")
+                .uid(f"agent-key:{self._plan.name}")
+            )
             self._output = (
-                self._stream.key_by(self._key_selector, key_type=self._key_type)
+                keyed.key_by(ShippedFunction(_key_of_pair), key_type=self._key_type)
                 .process(dispatcher, output_type=Types.PICKLED_BYTE_ARRAY())
                 .name(f"agent:{self._plan.name}")
                 .uid(f"agent:{self._plan.name}")
             )
             # PyFlink routes (tag, value) pairs to a side output only once the side output is
             # asked for; without this, error records would land in the main output.
-            self._errors = self._output.get_side_output(ERROR_TAG)
+            self._errors = self._output.get_side_output(ERROR_TAG).union(
+                keyed.get_side_output(REJECTED_TAG)
+            )
             if self._environment.options.memory_snapshots:
                 self._memory = self._output.get_side_output(MEMORY_TAG)
         return self._output
 
     def error_stream(self) -> DataStream:
-        """Runs that failed under the ``error-output`` (or exhausted ``retry``) policy: dicts
-        with ``key``, ``input``, ``run_sequence``, ``action``, ``error``, ``attempts``."""
+        """Input whose key could not be taken (``kind: rejected``, with ``reason`` and
+        ``input``) and runs that failed under the ``error-output`` (or exhausted ``retry``)
+        policy (``kind: failed_run``, with ``key``, ``input``, ``run_sequence``, ``action``,
+        ``error``, ``attempts``): dicts, the same as the local runner's."""
         self.to_datastream()
         return self._errors
 
@@ -128,6 +146,24 @@ class FlinkAgentBuilder(AgentBuilder):
         """Execute the job and collect the outputs (for tests: about 2 ms per record)."""
         with self.to_datastream().execute_and_collect() as results:
             return list(results)
+
+
+class TakeKey(ShippedByName, ProcessFunction):
+    """``(key, record)`` for a record whose key can be taken, else a ``rejected`` error
+    record to ``REJECTED_TAG``: bad input, whatever the error policy (it is for actions)."""
+
+    def __init__(self, key_of: Any) -> None:
+        self.key_of = key_of
+
+    def process_element(self, record: Any, ctx: ProcessFunction.Context) -> Any:
+        try:
+            yield take_key(self.key_of, record), record
+        except BadRecord as error:
+            yield REJECTED_TAG, rejected(str(error), input=record)
+
+
+def _key_of_pair(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
 
 
 def _unpickle(payload: str) -> Any:

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pyflink.common import Encoder, Types, WatermarkStrategy
-from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
+from pyflink.datastream import (
+    DataStream,
+    KeyedProcessFunction,
+    OutputTag,
+    RuntimeContext,
+    StreamExecutionEnvironment,
+)
 from pyflink.datastream.connectors.file_system import (
     BucketAssigner,
     FileSink,
@@ -22,10 +28,18 @@ from pyflink.datastream.connectors.file_system import (
     OutputFileConfig,
     StreamFormat,
 )
+from pyflink.datastream.state import ValueStateDescriptor
 
 from flink_agents._shipping import ShippedByName, ShippedFunction
 from flink_agents.plan import AgentPlan
-from flink_agents.runtime._records import BadRecord, parse_json_object, to_json_line
+from flink_agents.runtime._keys import ConstantKey, key_function
+from flink_agents.runtime._records import (
+    BadRecord,
+    parse_json_object,
+    rejected,
+    take_key,
+    to_json_line,
+)
 from flink_agents.runtime.flink._environment import FlinkExecutionEnvironment
 
 REJECTED_TAG = OutputTag("rejected-records", Types.PICKLED_BYTE_ARRAY())
@@ -41,25 +55,49 @@ class JobPaths:
     memory: Path | None = None
 
 
-class ParseJsonLines(ShippedByName, ProcessFunction):
-    """A line to a dict record; bad lines and records without the key go to ``REJECTED_TAG``."""
+class ParseJsonLines(ShippedByName, KeyedProcessFunction):
+    """A line of one input file (the stream is keyed by the file) to a dict record; a bad
+    line or a record without a usable key goes to ``REJECTED_TAG`` with its file, line
+    number and reason.
+
+    The line number is keyed state, so it is checkpointed together with the file source's
+    position and stays right after a restore. The file's lines arrive in order: a text file
+    is one split, read by one source subtask.
+    """
 
     def __init__(self, key_field: str) -> None:
         self.key_field = key_field
 
-    def process_element(self, line: str, ctx: ProcessFunction.Context) -> Any:
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self._key_of = key_function(self.key_field)
+        self._lines = runtime_context.get_state(ValueStateDescriptor("line", Types.LONG()))
+
+    def process_element(self, line: str, ctx: KeyedProcessFunction.Context) -> Any:
+        number = (self._lines.value() or 0) + 1
+        self._lines.update(number)
         text = line.strip()
         if not text:
             return
         try:
             record = parse_json_object(text)
+            take_key(self._key_of, record)
         except BadRecord as error:
-            yield REJECTED_TAG, _rejected(text, str(error))
+            file = ctx.get_current_key()
+            yield REJECTED_TAG, rejected(str(error), raw=text, file=file, line=number)
             return
-        if self.key_field not in record:
-            yield REJECTED_TAG, _rejected(text, f"record has no key field {self.key_field!r}")
-        else:
-            yield record
+        yield record
+
+
+def input_files(path: Path) -> list[Path]:
+    """The files the job reads: ``path`` itself, or the files under a directory (hidden ones
+    left out), in name order."""
+    if path.is_dir():
+        return sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
+    return [path]
 
 
 def build_agent_job(
@@ -72,19 +110,32 @@ def build_agent_job(
 ) -> None:
     """Add the source, the agent and the sinks to ``env``; call ``env.execute`` after."""
     env.enable_checkpointing(checkpoint_interval_ms)
-    source = FileSource.for_record_stream_format(
-        StreamFormat.text_line_format(), str(paths.input)
-    ).build()
-    lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "json-lines").uid("source")
-    records = lines.process(ParseJsonLines(key_field), output_type=Types.PICKLED_BYTE_ARRAY())
-    records = records.name("parse").uid("parse")
+    records = None
+    for index, file in enumerate(input_files(paths.input)):
+        source = FileSource.for_record_stream_format(
+            StreamFormat.text_line_format(), str(file)
+        ).build()
+        suffix = "" if index == 0 else f"-{index}"
+        lines = env.from_source(source, WatermarkStrategy.no_watermarks(), f"json-lines{suffix}")
+        parsed = (
+            lines.set_parallelism(1)
+            .uid(f"source{suffix}")
+            .key_by(ConstantKey(str(file)), key_type=Types.STRING())
+            .process(ParseJsonLines(key_field), output_type=Types.PICKLED_BYTE_ARRAY())
+            .name(f"parse{suffix}")
+            .uid(f"parse{suffix}")
+        )
+        rejected_lines = parsed.get_side_output(REJECTED_TAG)
+        if records is None:
+            records, failures = parsed, rejected_lines
+        else:
+            records, failures = records.union(parsed), failures.union(rejected_lines)
+    if records is None:
+        raise FileNotFoundError(f"no input files under {paths.input}")
     agents = FlinkExecutionEnvironment(env, **options)
     builder = agents.from_datastream(records, key_field).apply(plan)
     _to_files(builder.to_datastream(), paths.output, "outputs")
-    failures = records.get_side_output(REJECTED_TAG).union(
-        builder.error_stream().map(ShippedFunction(_failed_run))
-    )
-    _to_files(failures, paths.errors, "errors")
+    _to_files(failures.union(builder.error_stream()), paths.errors, "errors")
     if paths.memory is not None:
         _to_files(builder.memory_stream(), paths.memory, "memory")
 
@@ -105,14 +156,6 @@ def _to_files(stream: DataStream, directory: Path, prefix: str) -> None:
 
 def _to_json(value: Any) -> str:
     return to_json_line(value)
-
-
-def _rejected(raw: str, reason: str) -> dict[str, Any]:
-    return {"kind": "rejected", "raw": raw, "reason": reason}
-
-
-def _failed_run(error: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "failed_run", **error}
 
 
 def read_json_files(directory: Path) -> list[Any]:

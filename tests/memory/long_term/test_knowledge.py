@@ -7,6 +7,7 @@ import pytest
 from flink_agents.api._long_term import MemorySetNotFoundError
 from flink_agents.integrations.embeddings import LocalEmbeddingModel
 from flink_agents.integrations.vector_stores import VectorStore
+from flink_agents.memory import IdMinter
 from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
 
 
@@ -64,8 +65,14 @@ def test_knowledge_sets_are_separate_and_deletable(knowledge: VectorKnowledge) -
 
 
 def test_a_reexecuted_action_adds_knowledge_once(knowledge: VectorKnowledge) -> None:
-    """Ids derived from the action identity overwrite on a second run."""
+    """Ids derived from the action identity overwrite on a second run; two adds of one
+    execution through fresh views keep both items."""
     knowledge.create_knowledge_set("facts")
     for _ in range(2):
-        knowledge.bound(("job", "k", 1, 1, "learn")).get_knowledge_set("facts").add("sky is blue")
-    assert knowledge.get_knowledge_set("facts").size() == 1
+        ids = IdMinter(("job", "k", 1, 1, "learn"))
+        knowledge.bound(ids).get_knowledge_set("facts").add("sky is blue")
+        knowledge.bound(ids).get_knowledge_set("facts").add("grass is green")
+    assert sorted(i.value for i in knowledge.get_knowledge_set("facts").get()) == [
+        "grass is green",
+        "sky is blue",
+    ]

@@ -8,6 +8,7 @@ import pytest
 
 from flink_agents.api._chat import ChatMessage, MessageRole
 from flink_agents.api._long_term import CapacityManageStrategy, MemorySetNotFoundError
+from flink_agents.memory import IdMinter
 from flink_agents.memory.long_term import VectorLongTermMemory
 from tests.memory.long_term.conftest import MemoryFactory
 
@@ -156,8 +157,8 @@ def test_a_reexecuted_action_overwrites_instead_of_duplicating(
     """The same action identity writes the same ids: running it twice leaves one copy."""
     identity = ("job-1", "alice", 3, 2, "remember")
 
-    def action() -> list[str]:
-        view = memory.for_key("alice", identity)
+    def action() -> list[str]:  # one execution: one minter
+        view = memory.for_key("alice", IdMinter(identity))
         notes = view.create_memory_set("notes", str)
         return notes.add(["likes tea", "hikes"]) + notes.add("reads sci-fi")
 
@@ -166,7 +167,7 @@ def test_a_reexecuted_action_overwrites_instead_of_duplicating(
     assert first == second
     notes = memory.for_key("alice").get_memory_set("notes")
     assert [i.item for i in notes.get()] == ["likes tea", "hikes", "reads sci-fi"]
-    other = memory.for_key("alice", ("job-1", "alice", 4, 2, "remember"))
+    other = memory.for_key("alice", IdMinter(("job-1", "alice", 4, 2, "remember")))
     other.get_memory_set("notes").add("likes tea")
     assert notes.size() == 4
     anonymous = memory.for_key("alice").get_memory_set("notes")
@@ -184,3 +185,25 @@ def test_reads_record_the_access_time(memory: VectorLongTermMemory) -> None:
     notes.delete(ids)
     assert memory.wait_for_compaction(10)
     assert notes.size() == 0
+
+
+def test_every_view_of_one_execution_draws_from_its_minter(memory: VectorLongTermMemory) -> None:
+    """Fresh views, repeated get_memory_set and other sets in one execution never collide,
+    and the execution run again writes exactly the same ids."""
+    identity = ("job-1", "alice", 3, 2, "remember")
+    memory.for_key("alice").create_memory_set("notes", str)
+    memory.for_key("alice").create_memory_set("todo", str)
+
+    def action() -> list[str]:
+        ids = IdMinter(identity)
+        written = []
+        for n in range(5):
+            written += memory.for_key("alice", ids).get_memory_set("notes").add(f"note {n}")
+            written += memory.for_key("alice", ids).get_memory_set("todo").add(f"todo {n}")
+        return written
+
+    first = action()
+    assert len(set(first)) == 10
+    assert action() == first
+    assert memory.for_key("alice").get_memory_set("notes").size() == 5
+    assert memory.for_key("alice").get_memory_set("todo").size() == 5

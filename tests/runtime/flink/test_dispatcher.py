@@ -6,6 +6,7 @@ from pyflink.common import Types
 
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import compile_agent
+from tests.runtime import agents as agents_module
 from tests.runtime.flink import policy_agents
 from tests.runtime.flink.runners import flink_environment
 
@@ -104,3 +105,29 @@ def test_from_datastream_returns_a_stream_users_keep_building_on():
     )
     with downstream.execute_and_collect() as results:
         assert sorted(results) == ["k0:1", "k0:3", "k1:2"]
+
+
+def test_a_record_whose_key_cannot_be_taken_goes_to_the_error_output_not_the_job():
+    """Missing field, unhashable value: bad input, even under the fail policy; every other
+    record is processed, in order per key."""
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(env, error_policy="fail")
+    good = [{"user": f"u{n % 2}", "n": n} for n in range(6)]
+    bad = [{"n": 100}, {"user": ["x"], "n": 101}]
+    builder = agents.from_list(good[:3] + bad + good[3:], "user").apply(agents_module.EchoAgent)
+    tagged = builder.to_datastream().map(
+        lambda o: ("out", o), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    errors = builder.error_stream().map(
+        lambda e: ("err", e), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    with tagged.union(errors).execute_and_collect() as results:
+        collected = list(results)
+    outputs = [value for tag, value in collected if tag == "out"]
+    assert [o["n"] for o in outputs if o["user"] == "u0"] == [0, 2, 4]
+    assert [o["n"] for o in outputs if o["user"] == "u1"] == [1, 3, 5]
+    rejected = sorted((v for tag, v in collected if tag == "err"), key=lambda e: e["input"]["n"])
+    assert rejected == [
+        {"kind": "rejected", "reason": "record has no key field 'user'", "input": bad[0]},
+        {"kind": "rejected", "reason": "key ['x'] is not hashable (list)", "input": bad[1]},
+    ]

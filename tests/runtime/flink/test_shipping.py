@@ -11,9 +11,10 @@ import textwrap
 import cloudpickle
 
 from flink_agents._shipping import ShippedFunction
-from flink_agents.runtime._keys import key_function
+from flink_agents.runtime._keys import ConstantKey, key_function
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.flink._dispatcher import AgentDispatcher
+from flink_agents.runtime.flink._environment import TakeKey
 from flink_agents.runtime.flink._job import ParseJsonLines, _to_json
 
 
@@ -23,6 +24,8 @@ def shipped_objects() -> dict[str, object]:
         "parser": ParseJsonLines("user"),
         "field key": key_function("user"),
         "no key": key_function(None),
+        "file key": ConstantKey("in.jsonl"),
+        "take key": TakeKey(key_function("user")),
         "formatter": ShippedFunction(_to_json),
     }
 

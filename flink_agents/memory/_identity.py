@@ -1,0 +1,89 @@
+"""Ids for what one action execution writes outside Flink state, minted in one place.
+
+An action writes long-term memory items, knowledge items and (through ``ctx.external_id()``)
+rows or messages of its own outside Flink. After a failure the action may run again; its
+writes must then overwrite what the earlier execution wrote, never add to it. So every id is
+derived from the action's identity (job, key, run, step, action) and a counter, and the
+counters belong to the *execution*: one ``IdMinter`` per action execution, owned by its
+context and shared by every path to every store. A fresh view of long-term memory, a second
+``get_memory_set`` of the same set or another set all draw from the same minter, so two
+items of one action never share an id, and the n-th item of a re-executed action gets the
+id the n-th item got before.
+
+Counters are kept per scope (``("ltm", set name)``, ``("knowledge", set name)``,
+``("external",)``), so the ids of one set do not shift when the action writes more or fewer
+items to another.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+
+from flink_agents.integrations.vector_stores import point_id
+
+NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://flink-agents/action-log")
+"""The UUID5 namespace of external ids; changing it changes every id ever handed out."""
+
+IdentityParts = Sequence[str | int]
+
+
+def external_id_of(identity: IdentityParts, index: int) -> str:
+    """The UUID5 of the ``index``-th external write of the action ``identity``
+    (job, key, run sequence, step, action)."""
+    return str(uuid.uuid5(NAMESPACE, json.dumps([*identity, index])))
+
+
+class IdMinter:
+    """Deterministic ids for one action execution.
+
+    Args:
+        identity: the action's identity parts, or a function computing them, called once on
+            first use (building it costs a ``repr`` of the key: off the hot path for actions
+            that write nothing outside Flink). None mints random ids (direct use of
+            long-term memory outside an action).
+    """
+
+    __slots__ = ("_counters", "_identity", "_lock", "_resolve")
+
+    def __init__(
+        self, identity: IdentityParts | Callable[[], IdentityParts] | None = None
+    ) -> None:
+        self._resolve = identity if callable(identity) else None
+        self._identity: tuple[str | int, ...] | None = (
+            None if identity is None or callable(identity) else tuple(identity)
+        )
+        self._counters: dict[tuple[str, ...], int] = {}
+        self._lock = threading.Lock()  # an action may hand its context to its own threads
+
+    @property
+    def deterministic(self) -> bool:
+        return self._identity is not None or self._resolve is not None
+
+    def identity(self) -> tuple[str | int, ...] | None:
+        if self._resolve is not None:
+            self._identity, self._resolve = tuple(self._resolve()), None
+        return self._identity
+
+    def point_ids(self, scope: str, name: str, count: int) -> list[str]:
+        """Ids for the next ``count`` points written to ``scope``'s set ``name``."""
+        identity = self.identity()
+        if identity is None:
+            return [str(uuid.uuid4()) for _ in range(count)]
+        first = self._take((scope, name), count)
+        return [point_id(*identity, scope, name, first + n) for n in range(count)]
+
+    def external_id(self) -> str:
+        """The id of the action's next external write (see ``RunnerContext.external_id``)."""
+        identity = self.identity()
+        if identity is None:
+            return str(uuid.uuid4())
+        return external_id_of(identity, self._take(("external",), 1))
+
+    def _take(self, scope: tuple[str, ...], count: int) -> int:
+        with self._lock:
+            first = self._counters.get(scope, 0)
+            self._counters[scope] = first + count
+        return first
