@@ -40,6 +40,11 @@ def _check_demo(summary, text, outputs_dir: Path, errors_dir: Path):
     assert len(outputs) == summary["outputs"] == 40
     assert sum("escalation" in o for o in outputs) == 4
     assert [e["kind"] for e in errors] == ["rejected", "rejected"]
+    places = sorted((Path(e["file"]).name, e["line"], e["reason"].split(" (")[0]) for e in errors)
+    assert places == [
+        ("support_tickets.jsonl", 12, "invalid JSON"),
+        ("support_tickets.jsonl", 24, "record has no key field 'user'"),
+    ]
     return outputs
 
 
