@@ -30,7 +30,6 @@ from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
 from flink_agents.runtime.action_log import ActionIdentity, ActionRecord
 
-DEFAULT_MAX_STEPS = 10_000
 _ONLY_DURABLE_AWAITS = (
     "an async action may only await ctx.durable_execute_async(...): runners park the run "
     "between awaits and have no asyncio event loop"
@@ -105,34 +104,33 @@ class RunEngine:
 
     Args:
         plan: the bound plan.
-        max_steps: actions one run may execute before it is stopped as a runaway loop.
-        async_threads: size of the executor that runs ``durable_execute_async`` calls.
+        options: the agent options; the engine reads ``max-steps-per-run`` (actions one run
+            may execute before it is stopped as a runaway loop), ``num-async-threads`` (the
+            executor of ``durable_execute_async`` calls) and the long-term memory options.
         journal: the action log to record completed actions and durable calls in, and to
             replay them from (None: nothing is recorded).
+        long_term_subdirectory: where under the embedded store this engine keeps its
+            long-term memory (the Flink dispatcher's subtask).
     """
 
     def __init__(
         self,
         plan: BoundPlan,
-        *,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        async_threads: int = 16,
-        journal: ActionJournal | None = None,
         options: AgentOptions | None = None,
+        *,
+        journal: ActionJournal | None = None,
         long_term_subdirectory: str | None = None,
     ) -> None:
         self.plan = plan
+        self.options = options or AgentOptions()
         self.journal = journal
         self.resources = ResourceCache(plan)
-        self.long_term = LongTermProvider(
-            options or AgentOptions(), self.resources, long_term_subdirectory
-        )
+        self.long_term = LongTermProvider(self.options, self.resources, long_term_subdirectory)
         """Long-term memory and knowledge, opened when an action first uses them."""
         # Without an action log, ids of long-term items still differ between engines (runs
         # of another process must not overwrite them) and repeat within one (a retry).
         self._engine_id = uuid.uuid4().hex
-        self.max_steps = max_steps
-        self.async_threads = async_threads
+        self.max_steps = self.options.max_steps_per_run
         self._executor: ThreadPoolExecutor | None = None
         self._actions = {a.name: a for a in plan.actions}
         self._configs = {
@@ -143,7 +141,8 @@ class RunEngine:
     def executor(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
-                max_workers=self.async_threads, thread_name_prefix="flink-agents-async"
+                max_workers=self.options.num_async_threads,
+                thread_name_prefix="flink-agents-async",
             )
         return self._executor
 

@@ -1,138 +1,284 @@
-"""The local runner: the run engine in-process, with dict-backed memory per key."""
+"""The local runner: the ``KeyDriver`` in-process, over dicts and a simulated clock.
+
+It is a Flink runner without a JVM: the same driver runs the same runs with the same
+options and error policies, its state is what Flink would keep per key, and async actions
+of different keys overlap on the bounded executor while the runs of one key stay in order.
+Timers live in a heap; the clock is the wall clock plus an offset that jumps forward when
+the runner would only wait for a timer (a retry's backoff costs no time here).
+"""
 
 from __future__ import annotations
 
 import copy
+import heapq
+import itertools
 import time
 import uuid
-from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import dataclass, field
 from typing import Any
 
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
-from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
+from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
-from flink_agents.runtime._engine import DEFAULT_MAX_STEPS, RunEngine, RunState
+from flink_agents.runtime._driver import KeyControl, KeyDriver
+from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
-from flink_agents.runtime._records import BadRecord, failed_run, rejected, take_key
+from flink_agents.runtime._records import BadRecord, rejected, take_key
 from flink_agents.runtime.action_log import open_action_log
+
+ERRORS = "errors"
+SNAPSHOTS = "memory-snapshots"
+
+
+@dataclass
+class LocalKeyState:
+    """What Flink keeps per key, in dicts: the ``KeyState`` of the local runner."""
+
+    sensory: DictState = field(default_factory=DictState)
+    short_term: DictState = field(default_factory=DictState)
+    stored_control: KeyControl | None = None
+    pending: deque[Any] = field(default_factory=deque)
+
+    def control(self) -> KeyControl | None:
+        # A copy, as Flink state hands out: the driver must write back what it changes.
+        return copy.copy(self.stored_control)
+
+    def set_control(self, control: KeyControl) -> None:
+        self.stored_control = copy.copy(control)
+
+    def push_pending(self, record: Any) -> None:
+        self.pending.append(record)
+
+    def pop_pending(self) -> Any:
+        return self.pending.popleft()
 
 
 @dataclass
 class LocalSnapshot:
     """The local runner's state at one point: see ``LocalRunner.snapshot``."""
 
-    sequence: dict[Any, int]
-    sensory: dict[Any, DictState]
-    short_term: dict[Any, DictState]
+    states: dict[Any, LocalKeyState]
+
+    @property
+    def sequence(self) -> dict[Any, int]:
+        return {k: s.stored_control.sequence for k, s in self.states.items() if s.stored_control}
+
+    @property
+    def sensory(self) -> dict[Any, DictState]:
+        return {k: s.sensory for k, s in self.states.items()}
+
+    @property
+    def short_term(self) -> dict[Any, DictState]:
+        return {k: s.short_term for k, s in self.states.items()}
+
+
+class _LocalTimers:
+    """``Timers`` of one key on the runner's heap and clock."""
+
+    __slots__ = ("key", "runner")
+
+    def __init__(self, runner: LocalRunner, key: Any) -> None:
+        self.runner = runner
+        self.key = key
+
+    def now_ms(self) -> int:
+        return self.runner.now_ms()
+
+    def wake_at(self, due_ms: int) -> None:
+        heapq.heappush(self.runner._timers, (due_ms, next(self.runner._tie), self.key))
+
+    def wake_at_end(self) -> None:
+        self.runner._at_end.add(self.key)
 
 
 class LocalRunner:
-    """Runs an agent for records handed to it one by one; runs of a key are sequential.
+    """Runs an agent in this process; runs of a key are sequential, keys overlap.
 
-    Keeps what Flink would keep in keyed state: per key, the run sequence number, the
-    sensory memory map (cleared at the end of each run) and the short-term memory map.
-    A failed action follows ``options.error_policy`` as on Flink: ``fail`` raises,
-    ``retry`` runs it again after a backoff, and a run given up goes to ``errors``.
+    ``run(key, record)`` runs one record to its end (with every run it queued); ``feed``
+    hands a record over without waiting for async actions, and ``finish`` ends the input.
+    Outputs come back from both; failed runs given up under the error policy and records
+    rejected by the builder are in ``errors``, memory snapshots in ``memory_snapshots``.
+
+    Raises (from ``run``, ``feed`` and ``finish``):
+        ActionExecutionError: an action raised under the ``fail`` policy; the run is
+            abandoned, the memory writes of the actions that completed before it stay.
     """
 
     def __init__(
         self,
         agent: Any,
         *,
-        max_steps: int = DEFAULT_MAX_STEPS,
+        max_steps: int | None = None,
         journal: ActionJournal | None = None,
         options: AgentOptions | None = None,
     ) -> None:
         self.plan: AgentPlan = to_plan(agent)
-        self.options = options or AgentOptions()
-        self.engine = RunEngine(
-            bind_plan(self.plan), max_steps=max_steps, journal=journal, options=options
-        )
-        self._sequence: dict[Any, int] = {}
-        self._sensory: dict[Any, DictState] = {}
-        self._short_term: dict[Any, DictState] = {}
+        options = options or AgentOptions()
+        if max_steps is not None:
+            options = options.model_copy(update={"max_steps_per_run": max_steps})
+        self.options = options
+        self.engine = RunEngine(bind_plan(self.plan), options, journal=journal)
+        self.driver = KeyDriver(self.engine, errors=ERRORS, snapshots=SNAPSHOTS)
+        self._states: dict[Any, LocalKeyState] = {}
+        self._timers: list[tuple[int, int, Any]] = []
+        self._tie = itertools.count()
+        self._at_end: set[Any] = set()
+        self._clock_offset_ms = 0
+        self._ready: deque[Any] = deque()  # keys whose durable call finished
+        self._watched: set[int] = set()
+        self.keyed_outputs: list[tuple[Any, Any]] = []
         self.outputs_per_key: Counter[Any] = Counter()
-        self.steps = 0
         self.errors: list[dict[str, Any]] = []
-        """Failed runs given up under the ``error-output`` and ``retry`` policies."""
+        self.memory_snapshots: list[dict[str, Any]] = []
+
+    # -- input -----------------------------------------------------------------------------
 
     def run(self, key: Any, record: Any) -> list[Any]:
-        """One run: ``record`` as the ``InputEvent`` of ``key``; returns its outputs (those
-        of a run given up under the error policy included, as on Flink).
+        """One record of ``key``, run to its end; returns the outputs this produced (those
+        of a run given up under the error policy included, as on Flink)."""
+        outputs = self.feed(key, record)
+        while True:
+            parked = self.driver.parked.get(key)
+            if parked is not None:
+                wait([parked[1].future])
+                outputs += self._call(key, self.driver.on_timer(key, *self._of(key)))
+                continue
+            control = self._states[key].stored_control
+            if control is None or control.run is None:
+                return outputs
+            outputs += self._jump_to(control.run.retry_at_ms)  # a retry's backoff
 
-        Raises:
-            ActionExecutionError: an action raised under the ``fail`` policy; the run is
-                abandoned, the memory writes of the actions that completed before it stay.
-        """
-        sequence = self._sequence.get(key, 0) + 1
-        self._sequence[key] = sequence
-        sensory = self._sensory.setdefault(key, DictState())
-        short_term = self._short_term.setdefault(key, DictState())
-        run = self.engine.start(key, sequence, record)
+    def feed(self, key: Any, record: Any) -> list[Any]:
+        """Hand one record of ``key`` to the driver without waiting for async actions;
+        returns the outputs produced meanwhile (by this and by other keys' runs)."""
+        outputs = self._call(key, self.driver.on_record(key, record, *self._of(key)))
+        return outputs + self._wake_ready()
+
+    def finish(self) -> list[Any]:
+        """End the input: run every parked run, retry and queued input to its end."""
         outputs: list[Any] = []
-        try:
-            while not run.finished:
-                try:
-                    result = self.engine.step_blocking(run, sensory, short_term)
-                except ActionExecutionError as error:
-                    if self._retry(run, error):
-                        continue
-                    break
-                self.steps += 1
-                outputs.extend(result.outputs)
-        finally:
-            self.engine.end(run, sensory)
-        self.outputs_per_key[key] += len(outputs)
+        while True:
+            outputs += self._wake_ready()
+            if self.driver.parked:
+                futures = [s.future for _, s in self.driver.parked.values()]
+                wait(futures, return_when=FIRST_COMPLETED)
+                continue
+            if not self._timers:
+                break
+            outputs += self._jump_to(self._timers[0][0])
+        for key in sorted(self._at_end, key=repr):  # runs no timer finished (restored ones)
+            outputs += self._call(key, self.driver.on_end_of_input(key, *self._of(key)))
+        self._at_end.clear()
         return outputs
 
-    def _retry(self, run: RunState, error: ActionExecutionError) -> bool:
-        """Apply the error policy to a failed action: True to run it again."""
-        policy = self.options.error_policy
-        if policy == "retry" and run.attempts + 1 < self.options.retry_max_attempts:
-            run.attempts += 1
-            time.sleep(self.options.retry_backoff_ms(run.attempts) / 1000)
-            return True
-        if policy == "fail":
-            raise error
-        attempts = run.attempts + 1
-        self.errors.append(
-            failed_run(run.key, run.input, run.sequence, error.action, error.cause, attempts)
-        )
-        return False
+    # -- state -----------------------------------------------------------------------------
 
     def snapshot(self) -> LocalSnapshot:
-        """A copy of what Flink would checkpoint: run sequences and memory maps per key."""
-        return copy.deepcopy(LocalSnapshot(self._sequence, self._sensory, self._short_term))
+        """A copy of what Flink would checkpoint: per key, memory, sequence, the run in
+        progress and queued inputs."""
+        return LocalSnapshot(copy.deepcopy(self._states))
 
     def restore(self, snapshot: LocalSnapshot) -> None:
-        """Go back to ``snapshot``, as Flink restores state after a failure (the action log,
-        outside the state, keeps what happened since)."""
-        restored = copy.deepcopy(snapshot)
-        self._sequence, self._sensory, self._short_term = (
-            restored.sequence,
-            restored.sensory,
-            restored.short_term,
-        )
+        """Go back to ``snapshot``, as Flink restores state after a failure: runs that were
+        parked in this process are forgotten (the action log, outside the state, keeps
+        what happened since)."""
+        self._states = copy.deepcopy(snapshot.states)
+        self.driver = KeyDriver(self.engine, errors=ERRORS, snapshots=SNAPSHOTS)
+        self._timers.clear()
+        self._ready.clear()
+
+    @property
+    def steps(self) -> int:
+        """Actions completed since the runner started (or was restored)."""
+        return self.driver.steps
 
     @property
     def keys(self) -> list[Any]:
-        return list(self._sequence)
+        return list(self._states)
 
     def runs(self, key: Any) -> int:
-        return self._sequence.get(key, 0)
+        state = self._states.get(key)
+        return state.stored_control.sequence if state and state.stored_control else 0
 
     def short_term_memory(self, key: Any) -> dict[str, Any]:
         """A nested-dict snapshot of ``key``'s short-term memory."""
-        return to_dict(FlatMemory(self._short_term.get(key, DictState())).root())
+        return to_dict(FlatMemory(self._state(key).short_term).root())
 
     def sensory_memory(self, key: Any) -> dict[str, Any]:
         """A snapshot of ``key``'s sensory memory (empty between runs)."""
-        return to_dict(FlatMemory(self._sensory.get(key, DictState())).root())
+        return to_dict(FlatMemory(self._state(key).sensory).root())
+
+    # -- the clock and the driver's callbacks ----------------------------------------------
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000 + self._clock_offset_ms
+
+    def _jump_to(self, due_ms: int) -> list[Any]:
+        """Move the clock to ``due_ms`` (never back) and fire the timers due by then."""
+        self._clock_offset_ms += max(0, due_ms - self.now_ms())
+        return self._fire_due()
+
+    def _fire_due(self) -> list[Any]:
+        outputs: list[Any] = []
+        now = self.now_ms()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, key = heapq.heappop(self._timers)
+            outputs += self._call(key, self.driver.on_timer(key, *self._of(key)))
+        return outputs
+
+    def _wake_ready(self) -> list[Any]:
+        """Resume the runs whose durable call finished, and fire due timers."""
+        outputs = self._fire_due()
+        while self._ready:
+            key = self._ready.popleft()
+            parked = self.driver.parked.get(key)
+            if parked is not None and parked[1].future.done():
+                outputs += self._call(key, self.driver.on_timer(key, *self._of(key)))
+        return outputs
+
+    def _state(self, key: Any) -> LocalKeyState:
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = LocalKeyState()
+        return state
+
+    def _of(self, key: Any) -> tuple[LocalKeyState, _LocalTimers]:
+        return self._state(key), _LocalTimers(self, key)
+
+    def _call(self, key: Any, emitted: Iterator[Any]) -> list[Any]:
+        """Consume one callback's emissions; returns its outputs."""
+        outputs = []
+        for item in emitted:
+            if isinstance(item, tuple) and len(item) == 2 and item[0] is ERRORS:
+                self.errors.append(item[1])
+            elif isinstance(item, tuple) and len(item) == 2 and item[0] is SNAPSHOTS:
+                self.memory_snapshots.append(item[1])
+            else:
+                outputs.append(item)
+                self.keyed_outputs.append((key, item))
+        self.outputs_per_key[key] += len(outputs)
+        self._watch(key)
+        return outputs
+
+    def _watch(self, key: Any) -> None:
+        """Have ``key``'s durable call, if it parked on one, mark the key ready when done."""
+        parked = self.driver.parked.get(key)
+        if parked is None or id(parked[1].future) in self._watched:
+            return
+        future = parked[1].future
+        self._watched.add(id(future))
+
+        def ready(_: Any) -> None:
+            self._watched.discard(id(future))
+            self._ready.append(key)
+
+        future.add_done_callback(ready)
 
 
 class LocalAgentBuilder(AgentBuilder):
@@ -145,59 +291,64 @@ class LocalAgentBuilder(AgentBuilder):
         self._options = options
         self._key_of = key_function(key_selector)
         self.runner: LocalRunner | None = None
-        self._keyed_outputs: list[tuple[Any, Any]] | None = None
-        self._errors: list[dict[str, Any]] = []
+        self._ran = False
         self._failed = False
 
     def apply(self, agent: Any) -> LocalAgentBuilder:
         if self.runner is not None:
             raise FlinkAgentsError("an agent is already applied to this input")
-        self.runner = LocalRunner(
-            agent,
-            max_steps=self._options.max_steps_per_run,
-            journal=_journal(self._options),
-            options=self._options,
-        )
+        self.runner = LocalRunner(agent, journal=_journal(self._options), options=self._options)
         return self
 
     def to_keyed_list(self) -> list[tuple[Any, Any]]:
-        """Run every record, in order, and return ``(key, output)`` pairs."""
-        if self.runner is None:
-            raise FlinkAgentsError("apply(agent) before asking for outputs")
-        if self._failed:
-            raise FlinkAgentsError(
-                "this input already ran and failed; build a new one with from_list(...)"
-            )
-        if self._keyed_outputs is None:
-            keyed = []
-            try:
-                for record in self._records:
-                    try:
-                        key = take_key(self._key_of, record)
-                    except BadRecord as error:  # bad input, whatever the error policy
-                        self._errors.append(rejected(str(error), input=record))
-                        continue
-                    errors_before = len(self.runner.errors)
-                    keyed.extend((key, output) for output in self.runner.run(key, record))
-                    self._errors.extend(self.runner.errors[errors_before:])
-            except Exception:
-                self._failed = True
-                raise
-            finally:  # compactions finish and the vector store is released
-                self.runner.engine.long_term.close()
-            self._keyed_outputs = keyed
-        return list(self._keyed_outputs)
+        """Run every record and return ``(key, output)`` pairs: per key in input order;
+        async runs of different keys overlap, so keys interleave as their calls finish."""
+        runner = self._run()
+        return list(runner.keyed_outputs)
 
     def to_list(self) -> list[Any]:
         return [output for _, output in self.to_keyed_list()]
 
     def error_stream(self) -> list[dict[str, Any]]:
         """Input that never reached the agent (``rejected``: its key could not be taken) and
-        runs given up under the ``error-output`` or ``retry`` policy (``failed_run``), in
-        input order, as the Flink runner's ``error_stream()`` emits them. Runs the input
-        if it has not run yet."""
-        self.to_keyed_list()
-        return list(self._errors)
+        runs given up under the ``error-output`` or ``retry`` policy (``failed_run``), as
+        the Flink runner's ``error_stream()`` emits them. Runs the input if it has not run
+        yet."""
+        return list(self._run().errors)
+
+    def memory_stream(self) -> list[dict[str, Any]]:
+        """With the ``memory_snapshots`` option: after every run, a dict with ``key``,
+        ``run_sequence`` and ``short_term_memory`` (a nested-dict snapshot)."""
+        if not self._options.memory_snapshots:
+            raise FlinkAgentsError("memory snapshots are off: pass memory_snapshots=True")
+        return list(self._run().memory_snapshots)
+
+    def _run(self) -> LocalRunner:
+        runner = self.runner
+        if runner is None:
+            raise FlinkAgentsError("apply(agent) before asking for outputs")
+        if self._failed:
+            raise FlinkAgentsError(
+                "this input already ran and failed; build a new one with from_list(...)"
+            )
+        if self._ran:
+            return runner
+        try:
+            for record in self._records:
+                try:
+                    key = take_key(self._key_of, record)
+                except BadRecord as error:  # bad input, whatever the error policy
+                    runner.errors.append(rejected(str(error), input=record))
+                    continue
+                runner.feed(key, record)
+            runner.finish()
+        except BaseException:
+            self._failed = True
+            raise
+        finally:  # async calls end, compactions finish and the vector store is released
+            runner.engine.close()
+        self._ran = True
+        return runner
 
 
 class LocalExecutionEnvironment(AgentsExecutionEnvironment):

@@ -7,12 +7,12 @@ import pytest
 from flink_agents.api import ActionExecutionError, InputEvent, OutputEvent
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import bind_plan, compile_agent, validate_plan_data
-from flink_agents.runtime import PendingAction, RunEngine, RunState, StepResult
+from flink_agents.runtime import AgentOptions, PendingAction, RunEngine, RunState, StepResult
 from tests.runtime import agents
 
 
 def engine_for(agent, **options) -> RunEngine:
-    return RunEngine(bind_plan(compile_agent(agent)), **options)
+    return RunEngine(bind_plan(compile_agent(agent)), AgentOptions(**options))
 
 
 def snapshot(state: DictState) -> dict:
@@ -110,7 +110,7 @@ def test_failed_step_applies_nothing_and_keeps_the_pending_action_at_the_head():
 
 
 def test_step_limit_counts_completed_steps():
-    engine = engine_for(agents.LoopAgent, max_steps=3)
+    engine = engine_for(agents.LoopAgent, max_steps_per_run=3)
     sensory, short_term = DictState(), DictState()
     run = engine.start("k", 1, None)
     for _ in range(3):

@@ -1,0 +1,310 @@
+"""The life of a run, once for every runner: ``KeyDriver``.
+
+A runner hands the driver three kinds of callbacks for one key at a time, with that key's
+state and timers: a record arrived (``on_record``), a timer the driver asked for fired
+(``on_timer``), the input ended (``on_end_of_input``). The driver owns everything between:
+run sequence and start, stepping the engine, parking a run whose async action awaits a
+durable call and resuming it, inputs queued behind a parked run, every error policy,
+backpressure, runs restored from a checkpoint, the drain at the end of input, memory
+snapshots and action-log pruning. What it emits (outputs, and side outputs tagged with the
+channels the runner gave it) comes back from each callback as an iterator.
+
+The Flink dispatcher is a thin adapter from PyFlink's callbacks and keyed state to it; the
+local runner drives it over dicts and a simulated clock. So an option or a policy means the
+same thing in every runner, which the parity suite checks.
+
+State protocol (``KeyState``), per key: the two memory maps, one control value
+(``KeyControl``: run sequence, the run in progress, the number of queued inputs, read once
+and written at most once per callback) and the list of queued inputs (touched only when
+the count says it holds something).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from flink_agents.api._errors import ActionExecutionError
+from flink_agents.memory import FlatMemory, StateMap, to_dict
+from flink_agents.runtime._engine import RunEngine, RunState, Suspension
+from flink_agents.runtime._records import failed_run
+
+
+@dataclass
+class KeyControl:
+    """A key's control values, kept together in one state value."""
+
+    sequence: int = 0
+    """The number of the key's latest run."""
+    run: RunState | None = None
+    """The run in progress when it is parked or waits for a retry (None between runs)."""
+    pending: int = 0
+    """Inputs queued behind ``run``."""
+
+
+class KeyState(Protocol):
+    """One key's state, as the runner keeps it (dicts locally, keyed state on Flink)."""
+
+    sensory: StateMap
+    short_term: StateMap
+
+    def control(self) -> KeyControl | None: ...
+
+    def set_control(self, control: KeyControl) -> None: ...
+
+    def push_pending(self, record: Any) -> None: ...
+
+    def pop_pending(self) -> Any:
+        """The oldest queued input, removed (called only while some are queued)."""
+        ...
+
+
+class Timers(Protocol):
+    """One key's timers and the runner's clock."""
+
+    def now_ms(self) -> int: ...
+
+    def wake_at(self, due_ms: int) -> None:
+        """Call ``on_timer`` for this key at ``due_ms`` (processing time)."""
+        ...
+
+    def wake_at_end(self) -> None:
+        """Call ``on_end_of_input`` for this key once the input has ended (bounded input)."""
+        ...
+
+
+class KeyDriver:
+    """Runs an agent's runs for any number of keys; see the module docstring.
+
+    Args:
+        engine: the run engine (plan, options, action journal).
+        errors: the channel error records are emitted on, as ``(errors, record)``.
+        snapshots: the channel memory snapshots are emitted on (``memory-snapshots``).
+    """
+
+    def __init__(self, engine: RunEngine, *, errors: Any, snapshots: Any) -> None:
+        self.engine = engine
+        self.options = engine.options
+        self.errors = errors
+        self.snapshots = snapshots
+        self.parked: dict[Any, tuple[RunState, Suspension]] = {}
+        """Runs waiting on a durable call in this process (never checkpointed)."""
+        self._in_flight: set[Future[Any]] = set()
+        self._polls: dict[Any, int] = {}
+        self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
+        self.steps = 0
+        """Actions completed (or replayed from the action log) by this driver."""
+
+    # -- callbacks -------------------------------------------------------------------------
+
+    def on_record(self, key: Any, record: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
+        """A record of ``key`` arrived: start its run, or queue it behind the one in progress."""
+        journal = self.engine.journal
+        if journal is not None:
+            journal.maybe_prune(self._oldest_in_flight)
+        parked = self.parked.get(key)
+        control = state.control() or KeyControl()
+        if control.run is None:
+            self._respect_in_flight_limit()
+            yield from self._drive(key, control, state, timers, record=record)
+            return
+        state.push_pending(record)
+        control.pending += 1
+        self._queued += 1
+        if parked is not None and parked[1].future.done():
+            # The key's durable call is already done: resume its run now rather than at the
+            # next poll; this record runs when it ends.
+            self._unpark(key)
+            yield from self._drive(key, control, state, timers, resume=parked)
+            return
+        if parked is None:
+            # A run in state without a coroutine here was restored from a checkpoint, or
+            # waits for a retry. Its timers may not come back with it (PyFlink's process
+            # mode restores none), so its key's next record resumes it.
+            if timers.now_ms() >= control.run.retry_at_ms:
+                yield from self._drive(key, control, state, timers)
+                return
+            timers.wake_at(control.run.retry_at_ms)
+            timers.wake_at_end()
+        state.set_control(control)
+        self._slow_down_while_queues_grow()
+
+    def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
+        """A timer of ``key`` fired: resume its parked run if its call is done, retry its
+        failed action if the backoff is over, or poll again later."""
+        return self._wake(key, state, timers, draining=False)
+
+    def on_end_of_input(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
+        """The input ended: finish ``key``'s run and queued inputs, waiting for their calls
+        (and retry backoffs) on this thread."""
+        return self._wake(key, state, timers, draining=True)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _wake(self, key: Any, state: KeyState, timers: Timers, draining: bool) -> Iterator[Any]:
+        parked = self.parked.get(key)
+        if parked is None:
+            control = state.control()
+            if control is not None and control.run is not None and (
+                draining or timers.now_ms() >= control.run.retry_at_ms
+            ):
+                # Restored from a checkpoint, or due for a retry: run the head action again.
+                yield from self._drive(key, control, state, timers, draining=draining)
+            return
+        future = parked[1].future
+        if not future.done():
+            if not draining:
+                polls = self._polls.get(key, 0) + 1
+                self._polls[key] = polls
+                self._poll_later(timers, polls)
+                return
+            wait([future])
+        self._unpark(key)
+        control = state.control() or KeyControl()
+        yield from self._drive(key, control, state, timers, draining, resume=parked)
+
+    def _drive(
+        self,
+        key: Any,
+        control: KeyControl,
+        state: KeyState,
+        timers: Timers,
+        draining: bool = False,
+        *,
+        record: Any = None,
+        resume: tuple[RunState, Suspension] | None = None,
+    ) -> Iterator[Any]:
+        """Run the key's run in progress (``resume``: a parked run, live, with its done
+        call; else the one in state, restored or due for a retry; else a new one for
+        ``record``), then its queued inputs, until all end or one parks. The control value
+        is written once, at the end."""
+        engine = self.engine
+        suspension = None
+        if resume is not None:
+            run, suspension = resume
+        elif control.run is not None:
+            run = control.run
+        else:
+            run = self._start(key, control, record)
+        try:
+            while True:
+                while not run.finished:
+                    try:
+                        if suspension is not None:
+                            outcome = engine.resume(run, suspension)
+                        else:
+                            outcome = engine.step(run, state.sensory, state.short_term)
+                        if draining:
+                            outcome = engine.complete_blocking(run, outcome)
+                    except ActionExecutionError as error:
+                        suspension = None
+                        if self.options.error_policy == "fail":
+                            # The job fails and Flink restores its checkpoint; a runner that
+                            # goes on (the local one) must not keep the run's sensory memory.
+                            engine.end(run, state.sensory)
+                            control.run = None
+                            raise
+                        if self._retry(run, error, timers, draining):
+                            if draining:
+                                continue
+                            control.run = run  # parked until its backoff is over
+                            return
+                        yield self.errors, failed_run(
+                            run.key, run.input, run.sequence, error.action, error.cause,
+                            run.attempts + 1,
+                        )
+                        break  # run abandoned
+                    suspension = None
+                    if isinstance(outcome, Suspension):
+                        self._park(run, outcome, timers)
+                        control.run = run
+                        return
+                    self.steps += 1
+                    yield from outcome.outputs
+                engine.end(run, state.sensory)
+                control.run = None
+                if self.options.memory_snapshots:
+                    yield self.snapshots, {
+                        "key": run.key,
+                        "run_sequence": run.sequence,
+                        "short_term_memory": to_dict(FlatMemory(state.short_term).root()),
+                    }
+                if control.pending == 0:
+                    return
+                control.pending -= 1
+                self._queued = max(0, self._queued - 1)
+                run = self._start(key, control, state.pop_pending())
+        finally:
+            state.set_control(control)
+
+    def _start(self, key: Any, control: KeyControl, record: Any) -> RunState:
+        control.sequence += 1
+        return self.engine.start(key, control.sequence, record)
+
+    def _retry(
+        self, run: RunState, error: ActionExecutionError, timers: Timers, draining: bool
+    ) -> bool:
+        """Apply the ``retry`` or ``error-output`` policy to a failed action: True when it
+        will run again (now when draining, else after a backoff timer); False to give the
+        run up."""
+        if self.options.error_policy == "retry" and (
+            run.attempts + 1 < self.options.retry_max_attempts
+        ):
+            run.attempts += 1
+            backoff = self.options.retry_backoff_ms(run.attempts)
+            if draining:
+                time.sleep(backoff / 1000)
+                return True
+            run.retry_at_ms = timers.now_ms() + backoff
+            run.parked = True
+            timers.wake_at(run.retry_at_ms)
+            timers.wake_at_end()
+            return True
+        return False
+
+    def _park(self, run: RunState, suspension: Suspension, timers: Timers) -> None:
+        self.parked[run.key] = (run, suspension)
+        self._in_flight.add(suspension.future)
+        suspension.future.add_done_callback(self._in_flight.discard)
+        run.parked = True
+        self._poll_later(timers)
+        timers.wake_at_end()
+
+    def _unpark(self, key: Any) -> None:
+        del self.parked[key]
+        self._polls.pop(key, None)
+
+    def _poll_later(self, timers: Timers, polls: int = 0) -> None:
+        """Check a parked run again later, backing off exponentially: every timer that
+        fires costs a Python call, and hundreds of runs polling every few ms add up."""
+        interval = min(
+            self.options.async_poll_max_interval_ms,
+            self.options.async_poll_interval_ms * 2**polls,
+        )
+        timers.wake_at(timers.now_ms() + interval)
+
+    def _oldest_in_flight(self) -> int | None:
+        """When the oldest parked action of this driver started (its partial calls in the
+        action log must outlive any pruning)."""
+        started = [
+            s.context.recorder.started_ms
+            for _, s in self.parked.values()
+            if s.context.recorder is not None
+        ]
+        return min(started, default=None)
+
+    def _slow_down_while_queues_grow(self) -> None:
+        """Backpressure for inputs queued behind parked runs: past ``max-in-flight``, wait
+        for a durable call to finish before taking the next record. Without it a bounded
+        input is read at once and its queued runs are left for the final drain, which
+        finishes them one at a time."""
+        if self._in_flight and len(self._in_flight) + self._queued >= self.options.max_in_flight:
+            wait(list(self._in_flight), return_when=FIRST_COMPLETED)
+
+    def _respect_in_flight_limit(self) -> None:
+        """Block (backpressure) while too many durable calls are running."""
+        while len(self._in_flight) >= self.options.max_in_flight:
+            wait(list(self._in_flight), return_when=FIRST_COMPLETED)
