@@ -22,6 +22,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents.plan import load_plan
 from flink_agents.runtime.flink import JobPaths, build_agent_job
+from flink_agents.runtime.flink._logging import use_project_logging
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_snapshots:
         options["memory_snapshots"] = True
     plan = load_plan(args.plan)
+    # Run locally, PyFlink starts a JVM here: it logs no environment (API keys). Under
+    # `flink run` the JVM runs already, with the cluster's configuration.
+    use_project_logging()
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.parallelism:
         env.set_parallelism(args.parallelism)

@@ -19,6 +19,10 @@ _paths = [
 ]
 os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(_paths))
 
+# Every JVM that PyFlink starts here or in a child process logs with the project's log4j file,
+# which keeps the Python worker's environment (API keys) out of Flink's logs.
+os.environ["LOG4J_PROPERTIES"] = str(REPO / "conf" / "log4j.properties")
+
 # Embedded stores (the SQLite action log) write under the data directory: keep test runs out
 # of the user's home and away from each other.
 if "FLINK_AGENTS_DATA_DIR" not in os.environ:

@@ -97,7 +97,9 @@ def _bind_action(plan: AgentPlan, spec: ActionSpec, file: str | None) -> BoundAc
         function = import_ref(spec.function)
     except RefError as error:
         raise fail(str(error), "function") from None
-    if not callable(function) or isinstance(function, type):
+    if isinstance(function, type):
+        raise fail(f"{spec.function!r} is a class, not a function", "function")
+    if not callable(function):
         raise fail(f"{spec.function!r} is a {type(function).__name__}, not a function", "function")
     try:
         signature = inspect.signature(function)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from flink_agents.api._errors import FlinkAgentsError
 
@@ -68,6 +77,50 @@ class AgentOptions(BaseModel):
     long_term_memory_chat_model: str | None = Field(None, alias="long-term-memory-chat-model")
     """The chat-model resource that summarizes memory sets with the ``summarize`` strategy."""
 
+    @field_validator(
+        "num_async_threads",
+        "max_in_flight",
+        "retry_max_attempts",
+        "retry_initial_backoff_ms",
+        "retry_max_backoff_ms",
+        "max_steps_per_run",
+        "async_poll_interval_ms",
+        "async_poll_max_interval_ms",
+        "action_log_retention_ms",
+        mode="before",
+    )
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any) -> Any:
+        # pydantic would read ``true`` as 1: in a config file that is a mistake, not a count
+        if isinstance(value, bool):
+            raise PydanticCustomError("bool_for_int", "must be an integer, not a boolean")
+        return value
+
+    @field_validator("action_log")
+    @classmethod
+    def _known_action_log(cls, value: str | None) -> str | None:
+        # the rule of ``open_action_log``, checked before a job is submitted
+        if value is None or value.strip().lower() == "none" or value == "memory://":
+            return value
+        if value.startswith(("sqlite://", "postgresql://", "postgres://")) or "://" not in value:
+            return value
+        raise PydanticCustomError(
+            "action_log_url",
+            "unsupported action log URL: use none, memory://, sqlite:///path/to/file.db, a file "
+            "path, or postgresql://...",
+        )
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> AgentOptions:
+        for low, high in _ORDERED:
+            if getattr(self, low) > getattr(self, high):
+                raise PydanticCustomError(
+                    "options_out_of_order",
+                    "{low} must not exceed {high}",
+                    {"low": _alias(low), "high": _alias(high)},
+                )
+        return self
+
     def action_log_url(self, embedded_default: bool) -> str | None:
         """The action log to open, or None for none."""
         if self.action_log is None:
@@ -85,33 +138,177 @@ class AgentOptions(BaseModel):
 def load_options(
     overrides: dict[str, Any] | None = None, conf_dir: str | None = None
 ) -> AgentOptions:
-    """Options from Flink's ``config.yaml`` ``agent:`` section, overridden by ``overrides``.
+    """Options from Flink's ``config.yaml`` ``agent:`` section, overridden by ``overrides``
+    (the options passed in code, spelled ``num_async_threads`` or ``num-async-threads``).
 
     ``conf_dir`` defaults to ``$FLINK_CONF_DIR``; no directory or file means defaults.
+
+    Raises:
+        FlinkAgentsError: an unreadable config file, an unknown option (with the closest valid
+            name) or an invalid value; the message names the option, the value and where it
+            was set (the config file's path and line, or code).
     """
-    values: dict[str, Any] = {}
     conf_dir = conf_dir or os.environ.get("FLINK_CONF_DIR")
-    source = "options"
-    if conf_dir and (Path(conf_dir) / "config.yaml").is_file():
-        source = str(Path(conf_dir) / "config.yaml")
-        values.update(_agent_section(Path(source)))
+    config = Path(conf_dir) / "config.yaml" if conf_dir else None
+    given: dict[Any, _Given] = {}  # by canonical (hyphenated) name
+    if config is not None and config.is_file():
+        for item in _agent_section(config):
+            given[item.canonical] = item
     for name, value in (overrides or {}).items():
-        values[name.replace("_", "-")] = value
+        item = _Given(name, value)
+        given[item.canonical] = item
+    for item in given.values():
+        if item.canonical not in _NAMES:
+            raise FlinkAgentsError(_unknown(item))
     try:
-        return AgentOptions.model_validate(values)
+        return AgentOptions.model_validate({n: item.value for n, item in given.items()})
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        raise FlinkAgentsError(_invalid(error.errors()[0], given)) from None
+
+
+# Pairs of options where the first must not exceed the second.
+_ORDERED = (
+    ("retry_initial_backoff_ms", "retry_max_backoff_ms"),
+    ("async_poll_interval_ms", "async_poll_max_interval_ms"),
+)
+_NAMES = sorted(field.alias for field in AgentOptions.model_fields.values() if field.alias)
+
+
+def _alias(attribute: str) -> str:
+    return AgentOptions.model_fields[attribute].alias or attribute
+
+
+class _Given:
+    """An option as the user wrote it: name, value, and the config file and line it is on
+    (no file: passed in code)."""
+
+    __slots__ = ("file", "line", "name", "value")
+
+    def __init__(
+        self, name: Any, value: Any, file: Path | None = None, line: int | None = None
+    ) -> None:
+        self.name, self.value, self.file, self.line = name, value, file, line
+
+    @property
+    def canonical(self) -> Any:
+        """The option's name with hyphens and without a flat key's ``agent.`` prefix."""
+        if not isinstance(self.name, str):
+            return self.name
+        return self.name.removeprefix("agent.").replace("_", "-")
+
+    def place(self) -> str:
+        if self.file is None:
+            return f"agent option {self.name!r} passed in code"
+        line = f", line {self.line}" if self.line is not None else ""
+        return f"{self.file}{line}: agent option {self.name!r}"
+
+
+def _unknown(item: _Given) -> str:
+    """Unknown option, with the closest valid name spelled the way the user spells them."""
+    message = f"{item.place()}: unknown option"
+    if not isinstance(item.name, str):
+        return f"{message}: option names are strings"
+    close = difflib.get_close_matches(item.canonical, _NAMES, n=1, cutoff=0.6)
+    if close:
+        suggestion = close[0].replace("-", "_") if "_" in item.name else close[0]
+        return f"{message}; did you mean {suggestion!r}?"
+    return f"{message}; the options are {', '.join(_NAMES)}"
+
+
+def _invalid(problem: Any, given: dict[Any, _Given]) -> str:
+    """The first validation problem: the option, its value and where it was set."""
+    context = problem.get("ctx") or {}
+    if problem["type"] == "options_out_of_order":
+        low, high = context["low"], context["high"]
+        shown = []
+        for name in (low, high):
+            item = given.get(name)
+            if item is None:
+                default = AgentOptions.model_fields[name.replace("-", "_")].default
+                shown.append(f"agent option {name!r} = {default!r} (the default)")
+            else:
+                shown.append(f"{item.place()} = {item.value!r}")
+        return f"{shown[0]} is larger than {shown[1]}; {low!r} must not exceed {high!r}"
+    name = str(problem["loc"][0]) if problem["loc"] else ""
+    item = given.get(name) or _Given(name, problem.get("input"))
+    reason = f"{_reason(problem, context)} (got {item.value!r})"
+    if problem["type"] == "literal_error" and isinstance(item.value, str):
+        choices = get_args(AgentOptions.model_fields[name.replace("-", "_")].annotation)
+        close = difflib.get_close_matches(item.value, [str(c) for c in choices], n=1, cutoff=0.6)
+        if close:
+            reason += f"; did you mean {close[0]!r}?"
+    return f"{item.place()}: {reason}"
+
+
+def _reason(problem: Any, context: dict[str, Any]) -> str:
+    kind = problem["type"]
+    if kind == "greater_than_equal":
+        return f"must be at least {context['ge']}"
+    if kind == "less_than_equal":
+        return f"must be at most {context['le']}"
+    if kind == "literal_error":
+        return f"must be {context['expected']}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be an integer"
+    if kind in ("bool_parsing", "bool_type"):
+        return "must be true or false"
+    if kind == "string_type":
+        return "must be a string"
+    return str(problem["msg"]).removeprefix("Value error, ")
+
+
+def _agent_section(path: Path) -> list[_Given]:
+    """The options of a Flink config file: its ``agent:`` mapping, and flat ``agent.x: v``
+    keys (which win), each with its line.
+
+    Raises:
+        FlinkAgentsError: the file cannot be read or parsed, or ``agent`` is not a mapping.
+    """
+    try:
+        loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
+        try:
+            root = loader.get_single_node()
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
+    except OSError as error:
         raise FlinkAgentsError(
-            f"{source}: agent option {where!r}: {first['msg']} (got {first.get('input')!r})"
+            f"{path}: cannot read the Flink configuration: {error.strerror}"
         ) from None
-
-
-def _agent_section(path: Path) -> dict[str, Any]:
-    """The ``agent:`` mapping of a Flink config file; flat ``agent.x: v`` keys count too."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    section = dict(data.get("agent") or {}) if isinstance(data, dict) else {}
-    for key, value in data.items() if isinstance(data, dict) else []:
-        if isinstance(key, str) and key.startswith("agent."):
-            section[key.removeprefix("agent.")] = value
-    return section
+    except UnicodeDecodeError as error:
+        raise FlinkAgentsError(
+            f"{path}: cannot read the Flink configuration: not UTF-8 (byte {error.start})"
+        ) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise FlinkAgentsError(f"{path}: invalid YAML{where}: {problem}") from None
+    if not isinstance(data, dict) or not isinstance(root, yaml.MappingNode):
+        return []
+    lines: dict[tuple[str | None, str], int] = {}  # ("agent" or None, key) -> line
+    for key_node, value_node in root.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue
+        if key_node.value == "agent" and isinstance(value_node, yaml.MappingNode):
+            for child, _ in value_node.value:
+                if isinstance(child, yaml.ScalarNode):
+                    lines.setdefault(("agent", child.value), child.start_mark.line + 1)
+        lines[(None, key_node.value)] = key_node.start_mark.line + 1
+    nested = data.get("agent")
+    if nested is not None and not isinstance(nested, dict):
+        line = lines.get((None, "agent"))
+        raise FlinkAgentsError(
+            f"{path}, line {line}: 'agent' must be a mapping of agent options, got "
+            f"{type(nested).__name__} {nested!r:.80}"
+        )
+    found = [
+        _Given(name, value, path, lines.get(("agent", str(name))))
+        for name, value in (nested or {}).items()
+    ]
+    found += [
+        _Given(key, value, path, lines.get((None, key)))
+        for key, value in data.items()
+        if isinstance(key, str) and key.startswith("agent.")
+    ]
+    return found

@@ -1,25 +1,42 @@
 """The main job submitted with `flink run -py` to a standalone cluster on loopback."""
 
+import time
+
 import pytest
 
 from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing import StandaloneCluster
 from tests.conftest import REPO
+from tests.security.leaks import PYFLINK_LOG_DIR, fake_key, files_holding, temp_entries_since
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
+
+# The daemons, their Python workers and `flink run` all have a (fake) API key in their
+# environment, as a user's cluster would: no file the cluster writes may hold it.
+SECRET = fake_key()
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    started = time.time() - 1
     work = tmp_path_factory.mktemp("cluster")
-    cluster = StandaloneCluster(work, REPO / "conf/config.yaml", rest_port=0, rpc_port=0)
+    cluster = StandaloneCluster(
+        work, REPO / "conf/config.yaml", rest_port=0, rpc_port=0, env={"OPENAI_API_KEY": SECRET}
+    )
     cluster.start()
     yield cluster
     cluster.stop()
     assert cluster.taskmanager_pids() == []
+    assert files_holding(SECRET, written_by(cluster, started)) == {}  # shut-down messages too
+
+
+def written_by(cluster: StandaloneCluster, started: float) -> list:
+    """Every place the cluster and its jobs may have written to."""
+    return [cluster.work_dir, PYFLINK_LOG_DIR, *temp_entries_since(started)]
 
 
 def test_flink_run_py_executes_the_main_job_and_commits_its_files(cluster, tmp_path):
+    started = time.time() - 1
     result = cluster.submit(
         REPO / "jobs/agent_job.py",
         "--plan", str(REPO / "plans/support_triage.yaml"),
@@ -45,6 +62,12 @@ def test_flink_run_py_executes_the_main_job_and_commits_its_files(cluster, tmp_p
     assert last["ana"]["short_term_memory"]["escalated"] == ["shipping"]
     jobs = cluster.rest("/jobs/overview")["jobs"]
     assert [job["state"] for job in jobs] == ["FINISHED"]
+    # The key in every process's environment is in no file: Beam logs a Python worker's
+    # environment when it closes it (TaskManager), `flink run` its Python process's (client).
+    logs = sorted(p.name for p in cluster.log_dir.iterdir())
+    assert any("taskexecutor" in name for name in logs) and any("client" in name for name in logs)
+    assert files_holding(SECRET, written_by(cluster, started)) == {}
+    assert SECRET not in result.stdout + result.stderr
 
 
 def test_agent_options_come_from_the_cluster_config(cluster, tmp_path):

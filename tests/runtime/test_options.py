@@ -39,11 +39,16 @@ def test_invalid_options_name_the_file_and_the_option(tmp_path):
     with pytest.raises(FlinkAgentsError) as caught:
         load_options(conf_dir=conf)
     assert str(caught.value) == (
-        f"{tmp_path / 'config.yaml'}: agent option 'error-policy': Input should be 'fail', "
+        f"{tmp_path / 'config.yaml'}, line 2: agent option 'error-policy': must be 'fail', "
         "'error-output' or 'retry' (got 'ignore')"
     )
-    with pytest.raises(FlinkAgentsError, match="agent option 'num-async-threads'"):
-        load_options({"num_async_threads": 0})
+    valid = tmp_path / "valid"
+    valid.mkdir()
+    with pytest.raises(FlinkAgentsError) as caught:  # set in code, not in the config file
+        load_options({"num_async_threads": 0}, conf_dir=write_config(valid, {"agent": {}}))
+    assert str(caught.value) == (
+        "agent option 'num_async_threads' passed in code: must be at least 1 (got 0)"
+    )
 
 
 def test_the_project_cluster_config_is_valid_and_consistent_with_docker_compose():

@@ -8,6 +8,7 @@ exactly once even when the job restarts.
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,8 @@ from flink_agents.runtime._records import (
 from flink_agents.runtime.flink._environment import FlinkExecutionEnvironment
 
 REJECTED_TAG = OutputTag("rejected-records", Types.PICKLED_BYTE_ARRAY())
+REPLACEMENT = "\ufffd"
+NOT_UTF8 = "not UTF-8 (Flink decoded a byte sequence that is not UTF-8 as U+FFFD)"
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,10 @@ class ParseJsonLines(ShippedByName, KeyedProcessFunction):
     """A line of one input file (the stream is keyed by the file) to a dict record; a bad
     line or a record without a usable key goes to ``REJECTED_TAG`` with its file, line
     number and reason.
+
+    Flink's text format decodes UTF-8 leniently, replacing what is not UTF-8 by U+FFFD: a
+    line holding U+FFFD is rejected as not UTF-8 rather than run with altered text (a file
+    that means U+FFFD must escape it as ``\\ufffd`` in its JSON).
 
     The line number is keyed state, so it is checkpointed together with the file source's
     position and stays right after a restore. The file's lines arrive in order: a text file
@@ -79,6 +86,8 @@ class ParseJsonLines(ShippedByName, KeyedProcessFunction):
         if not text:
             return
         try:
+            if REPLACEMENT in text:
+                raise BadRecord(NOT_UTF8)
             record = parse_json_object(text)
             take_key(self._key_of, record)
         except BadRecord as error:
@@ -90,7 +99,14 @@ class ParseJsonLines(ShippedByName, KeyedProcessFunction):
 
 def input_files(path: Path) -> list[Path]:
     """The files the job reads: ``path`` itself, or the files under a directory (hidden ones
-    left out), in name order."""
+    left out), in name order.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (checked here, before the job starts,
+            rather than by a failing and restarting source).
+    """
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, "no such input file or directory", str(path))
     if path.is_dir():
         return sorted(
             p
