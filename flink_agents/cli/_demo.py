@@ -45,7 +45,10 @@ DEFAULT_DATA = Path("data/support_tickets.jsonl")
 DEFAULT_OUT = Path("out/demo")
 KEY_FIELD = "user"
 DEFAULT_MODEL = "gpt-4o-mini"
-STAND_IN_KEY_ENV = "FLINK_AGENTS_STAND_IN_KEY"
+STAND_IN_PLACEHOLDER_KEY = "stand-in-takes-any-key"
+"""The stand-in's key: any value works, so it is no secret and sits in the plan as it is (an
+environment reference would have to exist in the worker, which in thread mode is the JVM
+started before the demo set it)."""
 """The stand-in takes any key; the plan still names one by reference, as for a real model."""
 REPLIES_SHOWN = 8
 
@@ -61,13 +64,14 @@ class DemoModel:
     Attributes:
         name: the model name sent with each request.
         base_url: the endpoint.
-        key_env: the environment variable holding the key (the plan names only this).
+        key_env: the environment variable holding the key (the plan names only this); None
+            for the stand-in, which takes any key and gets a literal placeholder.
         server: the scripted stand-in when no key is configured, else None.
     """
 
     name: str
     base_url: str
-    key_env: str
+    key_env: str | None
     server: Any = None
 
     @property
@@ -126,8 +130,9 @@ def choose_model(environ: Mapping[str, str] | None = None) -> DemoModel | None:
 def with_model(plan: AgentPlan, model: DemoModel) -> AgentPlan:
     """``plan`` with its OpenAI-compatible chat models pointed at ``model``.
 
-    The key stays an environment reference: the plan goes to Flink's workers as it is.
+    A real key stays an environment reference: the plan goes to Flink's workers as it is.
     """
+    api_key = {"env": model.key_env} if model.key_env else STAND_IN_PLACEHOLDER_KEY
     resources = tuple(
         spec.model_copy(
             update={
@@ -135,7 +140,7 @@ def with_model(plan: AgentPlan, model: DemoModel) -> AgentPlan:
                     **spec.args,
                     "model": model.name,
                     "base_url": model.base_url,
-                    "api_key": {"env": model.key_env},
+                    "api_key": api_key,
                 }
             }
         )
@@ -166,19 +171,11 @@ def _model_for(plan: AgentPlan) -> Iterator[DemoModel | None]:
     from flink_agents.examples.support_replies import stand_in_rules
     from flink_agents.testing.llm_server import STAND_IN_MODEL, ScriptedLLMServer
 
-    # The worker reads the key when it creates the resource: in the MiniCluster's loopback
-    # mode that is this process, and a worker process started later inherits it too.
-    previous = os.environ.get(STAND_IN_KEY_ENV)
-    os.environ[STAND_IN_KEY_ENV] = "stand-in-takes-any-key"
     server = ScriptedLLMServer(stand_in_rules()).start()
     try:
-        yield DemoModel(STAND_IN_MODEL, server.base_url, STAND_IN_KEY_ENV, server)
+        yield DemoModel(STAND_IN_MODEL, server.base_url, None, server)
     finally:
         server.stop()
-        if previous is None:
-            os.environ.pop(STAND_IN_KEY_ENV, None)
-        else:
-            os.environ[STAND_IN_KEY_ENV] = previous
 
 
 def check_model(model: DemoModel) -> None:
@@ -233,8 +230,10 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
     from pyflink.datastream import StreamExecutionEnvironment
 
     from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
+    from flink_agents.runtime.flink._logging import use_project_logging
 
     paths = JobPaths(data, out / "outputs", out / "errors", out / "memory")
+    use_project_logging()  # before the JVM starts: no environment (API key) in Flink's log
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     # A failed run (a model that keeps failing, say) goes to the error output, as with

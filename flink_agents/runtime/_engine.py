@@ -28,7 +28,12 @@ from flink_agents.runtime._journal import ActionJournal, input_event_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
-from flink_agents.runtime.action_log import ActionIdentity, ActionRecord
+from flink_agents.runtime.action_log import (
+    ActionIdentity,
+    ActionLogError,
+    ActionRecord,
+    UnstorableValueError,
+)
 
 _ONLY_DURABLE_AWAITS = (
     "an async action may only await ctx.durable_execute_async(...): runners park the run "
@@ -197,14 +202,13 @@ class RunEngine:
         recorder = None
         identity = None
         if self.journal is not None:
+            # An ActionLogError here is the log's failure, not the action's: it propagates
+            # and fails the job (Flink restarts it), whatever the error policy.
             identity = self.journal.identity(run.key, run.sequence, run.steps + 1, action.name)
-            try:
-                record = self.journal.completed(identity)
-                if record is not None:
-                    return self._replay(run, record, sensory, short_term)
-                recorder = self.journal.recorder(identity, look_up=run.attempts > 0)
-            except Exception as error:
-                raise self._failure(run, action, error) from error
+            record = self.journal.completed(identity)
+            if record is not None:
+                return self._replay(run, record, sensory, short_term)
+            recorder = self.journal.recorder(identity, look_up=run.attempts > 0)
         context = ActionContext(
             run.key,
             sensory,
@@ -230,7 +234,7 @@ class RunEngine:
         try:
             result = action.function(pending.event, context)
         except Exception as error:
-            raise self._failure(run, action, error) from error
+            raise self._failure(run, action, error, context) from error
         if inspect.iscoroutine(result):
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
@@ -283,26 +287,26 @@ class RunEngine:
             return self._complete(run, action, context)
         except RuntimeError as failure:
             if "event loop" not in str(failure):
-                raise self._failure(run, action, failure) from failure
+                raise self._failure(run, action, failure, context) from failure
             explained = FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS} (asyncio said: {failure})")
-            raise self._failure(run, action, explained) from failure
+            raise self._failure(run, action, explained, context) from failure
         except Exception as failure:
-            raise self._failure(run, action, failure) from failure
+            raise self._failure(run, action, failure, context) from failure
 
     def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
         sensory_delta, short_term_delta = context.deltas()
-        if context.recorder is not None:
+        recorder = context.recorder
+        if recorder is not None:
             # Logged before the maps change: a crash in between replays the record onto
-            # the restored state; a failed write fails the action with nothing applied.
+            # the restored state. A failure of the log (ActionLogError, also when the action
+            # swallowed a call's recording failure: ``recorder.calls`` raises it) fails the
+            # job with nothing applied; a value the log cannot store is the action's fault.
             try:
+                calls = recorder.calls
                 self.journal.complete(
-                    context.recorder.identity,
-                    sensory_delta,
-                    short_term_delta,
-                    context.sent,
-                    context.recorder.calls,
+                    recorder.identity, sensory_delta, short_term_delta, context.sent, calls
                 )
-            except Exception as error:
+            except UnstorableValueError as error:
                 raise self._failure(run, action, error) from error
         sensory, short_term = context.maps
         return self._apply(
@@ -354,7 +358,21 @@ class RunEngine:
             run.queue.append(PendingAction(action.name, event))
 
     @staticmethod
-    def _failure(run: RunState, action: BoundAction, error: Exception) -> ActionExecutionError:
+    def _failure(
+        run: RunState,
+        action: BoundAction,
+        error: Exception,
+        context: ActionContext | None = None,
+    ) -> Exception:
+        """The error to raise for an action that failed with ``error``: an
+        ``ActionExecutionError`` (the error policy applies), or the action log's own failure
+        when recording one of the action's durable calls failed, whatever the action did
+        with that error (the job fails; the action is not to blame)."""
+        recorder = context.recorder if context is not None else None
+        if recorder is not None and recorder.infrastructure_error is not None:
+            return recorder.infrastructure_error
+        if isinstance(error, ActionLogError):
+            return error
         return ActionExecutionError(
             key=run.key, action=action.name, input=run.input, run_sequence=run.sequence, cause=error
         )

@@ -374,6 +374,5 @@ def _journal(options: AgentOptions) -> ActionJournal | None:
     return ActionJournal(
         open_action_log(url),
         options.action_log_job or uuid.uuid4().hex,
-        replay=options.action_log_job is not None,
         retention_ms=options.action_log_retention_ms,
     )

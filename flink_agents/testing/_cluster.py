@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,11 +16,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyflink
 import yaml
+
+from flink_agents.runtime.flink._logging import write_log4j_configuration
 
 PYFLINK_HOME = Path(pyflink.__file__).parent
 
@@ -69,6 +71,11 @@ class StandaloneCluster:
         rest_port / rpc_port: 0 picks free ports (tests); the defaults are Flink's own.
         slots: task slots per TaskManager.
         overrides: more configuration, as flat ``a.b.c`` keys.
+        env: more environment variables for the daemons (and so the Python workers) and for
+            ``flink run`` (e.g. the keys the agents' resources read).
+
+    Logging is the project's ``conf/log4j.properties`` (every log4j file of ``conf/``), which
+    keeps the Python workers' environment out of the logs.
     """
 
     def __init__(
@@ -79,6 +86,7 @@ class StandaloneCluster:
         rpc_port: int = 6123,
         slots: int = 2,
         overrides: dict[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.work_dir = Path(work_dir).resolve()
         self.conf_dir = self.work_dir / "conf"
@@ -89,6 +97,7 @@ class StandaloneCluster:
         self.config_file = config_file
         self.slots = slots
         self.overrides = overrides or {}
+        self.env = dict(env or {})
         self._started = 0  # TaskManagers started so far
 
     # -- configuration ---------------------------------------------------------------------
@@ -97,12 +106,37 @@ class StandaloneCluster:
     def rest_url(self) -> str:
         return f"http://localhost:{self.rest_port}"
 
+    @property
+    def lib_dir(self) -> Path:
+        return self.work_dir / "lib"
+
+    def write_lib(self) -> Path:
+        """Write ``lib/``: pyflink's jars plus its ``flink-python`` jar, as links.
+
+        PyFlink's thread mode loads its native library (pemja) from the classloader that
+        loads pemja's classes. ``flink run -py`` ships ``flink-python`` with every job, so
+        each job's own classloader would load the library again, which Java 17 refuses
+        ("already loaded in another classloader"): the second job on a TaskManager fails.
+        With the jar in ``lib/`` and ``pemja.`` loaded parent-first (``conf/config.yaml``),
+        the TaskManager loads it once for all jobs.
+        """
+        self.lib_dir.mkdir(parents=True, exist_ok=True)
+        jars = [
+            *(PYFLINK_HOME / "lib").glob("*.jar"),
+            *(PYFLINK_HOME / "opt").glob("flink-python*.jar"),
+        ]
+        for jar in jars:
+            link = self.lib_dir / jar.name
+            if not link.exists():
+                link.symlink_to(jar)
+        return self.lib_dir
+
     def write_config(self) -> Path:
         """Write ``conf/``: the base file plus ports, slots and this Python interpreter."""
         for directory in (self.conf_dir, self.log_dir, self.pid_dir):
             directory.mkdir(parents=True, exist_ok=True)
-        for name in ("log4j.properties", "log4j-cli.properties", "log4j-console.properties"):
-            shutil.copy(PYFLINK_HOME / "conf" / name, self.conf_dir / name)
+        self.write_lib()
+        write_log4j_configuration(self.conf_dir)
         # pyflink's defaults first: they carry the JVM module flags Flink needs on Java 17.
         flat = _flatten(yaml.safe_load((PYFLINK_HOME / "conf" / "config.yaml").read_text()) or {})
         if self.config_file is not None:
@@ -130,10 +164,12 @@ class StandaloneCluster:
     def environment(self) -> dict[str, str]:
         """The environment for the cluster's scripts and for ``flink run``."""
         env = clean_environment()
+        env.update(self.env)
         env.update(
             FLINK_CONF_DIR=str(self.conf_dir),
             FLINK_LOG_DIR=str(self.log_dir),
             FLINK_PID_DIR=str(self.pid_dir),
+            FLINK_LIB_DIR=str(self.lib_dir),
             PYFLINK_PYTHON=sys.executable,
         )
         return env

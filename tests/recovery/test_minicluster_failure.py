@@ -59,6 +59,7 @@ def run_failing_job(
     if thread_mode:  # Python inside the JVM: its timers survive a restore, no pacing needed
         config.set_string("python.execution-mode", "thread")
     else:
+        config.set_string("python.execution-mode", "process")
         for name, value in PACING.items():
             config.set_string(name, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)

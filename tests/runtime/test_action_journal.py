@@ -4,14 +4,37 @@ snapshot, the log (outside state) keeps everything, and the same inputs arrive a
 
 from __future__ import annotations
 
+import contextlib
+import resource
+import shutil
+import signal
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+
+import psycopg
 import pytest
 
-from flink_agents.api import ActionExecutionError
-from flink_agents.memory import DictState
+from flink_agents.api import (
+    ActionExecutionError,
+    Agent,
+    InputEvent,
+    OutputEvent,
+    RunnerContext,
+    action,
+)
+from flink_agents.memory import DictState, MemoryDelta
 from flink_agents.plan import to_plan
 from flink_agents.runtime._journal import ActionJournal, canonical_key, input_event_id
 from flink_agents.runtime._local import LocalRunner
-from flink_agents.runtime.action_log import ActionLogError, InMemoryActionLog, open_action_log
+from flink_agents.runtime.action_log import (
+    ActionIdentity,
+    ActionLogError,
+    DurableCall,
+    InMemoryActionLog,
+    UnstorableValueError,
+    open_action_log,
+)
 from flink_agents.testing.recovery import (
     LedgerAgent,
     expected_memory,
@@ -19,7 +42,7 @@ from flink_agents.testing.recovery import (
     read_ledger,
 )
 from tests.runtime import journal_agents
-from tests.runtime.journal_agents import CALLS, Crash
+from tests.runtime.journal_agents import CALLS, Crash, paid
 
 
 @pytest.fixture(autouse=True)
@@ -29,8 +52,84 @@ def _fresh_counts():
     CALLS.clear()
 
 
-def journal(log, replay: bool, job: str = "job-1", **kwargs) -> ActionJournal:
-    return ActionJournal(log, job, replay=replay, **kwargs)
+class CountingLog(InMemoryActionLog):
+    """An in-memory log that counts its operations and fails those named in ``failing``
+    with an ``OSError``, as a lost disk or database would."""
+
+    def __init__(self, *failing: str) -> None:
+        super().__init__()
+        self.failing = set(failing)
+        self.operations: Counter[str] = Counter()
+
+    def _do(self, operation: str) -> None:
+        self.operations[operation] += 1
+        if operation in self.failing:
+            raise OSError(f"{operation}: input/output error")
+
+    def run_index(self, job):
+        self._do("run_index")
+        return super().run_index(job)
+
+    def completed(self, identity):
+        self._do("completed")
+        return super().completed(identity)
+
+    def calls(self, identity):
+        self._do("calls")
+        return super().calls(identity)
+
+    def record_call(self, identity, call, epoch):
+        self._do("record_call")
+        super().record_call(identity, call, epoch)
+
+    def complete(self, record):
+        self._do("complete")
+        super().complete(record)
+
+    def prune(self, job, before_epoch):
+        self._do("prune")
+        return super().prune(job, before_epoch)
+
+
+class SwallowsErrors(Agent):
+    """Catches whatever its durable call raises and goes on, as user code may."""
+
+    @action(InputEvent)
+    def work(event: InputEvent, ctx: RunnerContext) -> None:
+        with contextlib.suppress(Exception):
+            ctx.durable_execute(paid, "first")
+        ctx.short_term_memory.set("after", True)
+        ctx.send_event(OutputEvent(output="done"))
+
+
+class AsyncSwallowsErrors(Agent):
+    @action(InputEvent)
+    async def work(event: InputEvent, ctx: RunnerContext) -> None:
+        with contextlib.suppress(Exception):
+            await ctx.durable_execute_async(paid, "first")
+        ctx.short_term_memory.set("after", True)
+        ctx.send_event(OutputEvent(output="done"))
+
+
+def chain(error: BaseException | None) -> Iterator[BaseException]:
+    """``error`` and everything it wraps (causes, contexts, ActionExecutionError.cause)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = getattr(error, "cause", None) or error.__cause__ or error.__context__
+
+
+def log_error_in(error: BaseException) -> ActionLogError:
+    """The ActionLogError ``error`` is or wraps (the engine may wrap it or pass it on)."""
+    found = [e for e in chain(error) if isinstance(e, ActionLogError)]
+    assert found, f"no ActionLogError in {error!r}"
+    return found[0]
+
+
+def journal(log, job: str = "job-1", **kwargs) -> ActionJournal:
+    """A journal for one attempt of ``job``: created (and its run index loaded) now."""
+    return ActionJournal(log, job, **kwargs)
 
 
 def ledger_plan(tmp_path):
@@ -49,21 +148,25 @@ def run_all(runner: LocalRunner, records) -> list:
 def test_restore_replays_completed_actions_without_calling_again(tmp_path, backend):
     log = InMemoryActionLog() if backend == "memory" else open_action_log(tmp_path / "log.db")
     plan, records = ledger_plan(tmp_path), make_records(12, 3)
-    first = LocalRunner(plan, journal=journal(log, replay=False))
+    first_attempt = journal(log)
+    first = LocalRunner(plan, journal=first_attempt)
     run_all(first, records[:5])
     checkpoint = first.snapshot()
     after_checkpoint = run_all(first, records[5:])
     calls_before_failure = len(read_ledger(tmp_path / "ledger.jsonl"))
     maps_before_failure = first.snapshot()
+    assert first_attempt.reads == 0  # it never failed
 
     # The job fails; Flink restores the checkpoint and the source replays records[5:].
-    second = LocalRunner(plan, journal=journal(log, replay=True))
+    second_attempt = journal(log)
+    second = LocalRunner(plan, journal=second_attempt)
     second.restore(checkpoint)
     replayed = run_all(second, records[5:])
 
     assert replayed == after_checkpoint  # the same events, execution ids included
     assert len(read_ledger(tmp_path / "ledger.jsonl")) == calls_before_failure == 24
-    assert second.engine.journal.replayed_actions == 14  # 7 runs x 2 actions
+    assert second_attempt.replayed_actions == 14  # 7 runs x 2 actions
+    assert second_attempt.reads == 14  # one lookup per action, each found
     for user, memory in expected_memory(records).items():
         assert second.short_term_memory(user) == memory
     # Not just equal as nested dicts: the very same flattened maps, markers included.
@@ -74,24 +177,71 @@ def test_restore_replays_completed_actions_without_calling_again(tmp_path, backe
     log.close()
 
 
-def test_a_fresh_job_does_not_read_the_log():
+def test_a_job_that_never_failed_reads_nothing():
+    """Its run index is empty (other jobs' records do not count): no completed lookup, no
+    call load, whatever the keys and runs."""
+    log = CountingLog()
+    LocalRunner(journal_agents.TwoCalls, journal=journal(log, "other-job")).run("k", {})
+    logged = journal(log)
+    runner = LocalRunner(journal_agents.TwoCalls, journal=logged)
+    for n in range(6):
+        runner.run(f"k{n % 2}", {"arg": n})
+    assert (logged.reads, logged.index_loads, logged.replayed_actions) == (0, 1, 0)
+    assert log.operations["completed"] == log.operations["calls"] == 0
+    assert log.operations["run_index"] == 2  # once per journal
+    assert log.count("job-1") == 6
+    assert CALLS["first"] == 7
+
+
+def test_a_restored_attempt_reads_only_the_runs_the_failed_one_reached(tmp_path):
+    """Runs above their key's index entry (inputs the failed attempt never reached, keys it
+    never saw) are not looked up."""
+    log = CountingLog()
+    plan, records = ledger_plan(tmp_path), make_records(12, 3)
+    first = LocalRunner(plan, journal=journal(log))
+    run_all(first, records[:5])
+    checkpoint = first.snapshot()
+    run_all(first, records[5:9])  # each of the 3 keys reaches run 3; then the job fails
+
+    restored = journal(log)
+    second = LocalRunner(plan, journal=restored)
+    second.restore(checkpoint)
+    run_all(second, records[5:])  # 4 runs replayed, then 3 new ones (run 4 of each key)
+    run_all(second, [{"id": 99, "user": "new-key", "amount": 1}])
+
+    assert restored.replayed_actions == restored.reads == 8  # 4 runs x 2 actions
+    assert log.operations["calls"] == 0  # nothing was interrupted
+    assert len(read_ledger(tmp_path / "ledger.jsonl")) == 2 * (12 + 1)
+
+
+def test_the_run_index_bounds_what_may_be_replayed():
+    """may_have_records: at or below the key's highest logged run, from either a record or
+    a recorded call."""
     log = InMemoryActionLog()
-    LocalRunner(journal_agents.TwoCalls, journal=journal(log, replay=False)).run("k", {})
-    runner = LocalRunner(journal_agents.TwoCalls, journal=journal(log, replay=False))
-    runner.run("k", {})
-    assert CALLS["first"] == 2  # same identity, but replay is off: the action ran
-    assert runner.engine.journal.replayed_actions == 0
+    first = journal(log)
+    first.complete(first.identity("a", 3, 1, "act"), MemoryDelta(), MemoryDelta(), [], [])
+    first.record_call(first.identity("b", 2, 1, "act"), DurableCall(0, "f", "d"))
+    restored = journal(log)
+    assert [restored.may_have_records(restored.identity("a", r, 9, "x")) for r in (1, 3, 4)] == [
+        True,
+        True,
+        False,
+    ]
+    assert restored.may_have_records(restored.identity("b", 2, 1, "act"))
+    assert not restored.may_have_records(restored.identity("c", 1, 1, "act"))
+    assert not journal(log, "job-2").may_have_records(restored.identity("a", 1, 1, "act"))
+    assert not first.may_have_records(first.identity("a", 1, 1, "act"))  # loaded when empty
 
 
 def test_an_interrupted_action_reuses_its_recorded_calls():
     log = InMemoryActionLog()
-    first = LocalRunner(journal_agents.TwoCalls, journal=journal(log, replay=False))
+    first = LocalRunner(journal_agents.TwoCalls, journal=journal(log))
     checkpoint = first.snapshot()
     with pytest.raises(Crash):
         first.run("k", {"arg": 1, "crash": True})
     assert CALLS["first"] == 1
 
-    second = LocalRunner(journal_agents.TwoCalls, journal=journal(log, replay=True))
+    second = LocalRunner(journal_agents.TwoCalls, journal=journal(log))
     second.restore(checkpoint)
     assert second.run("k", {"arg": 1, "crash": True}) == [["first(1)#1", "second(None)#1"]]
     assert (CALLS["first"], CALLS["second"]) == (1, 1)
@@ -101,10 +251,10 @@ def test_an_interrupted_action_reuses_its_recorded_calls():
 
 def test_an_interrupted_async_action_reuses_its_recorded_call():
     log = InMemoryActionLog()
-    first = LocalRunner(journal_agents.AsyncTwoCalls, journal=journal(log, replay=False))
+    first = LocalRunner(journal_agents.AsyncTwoCalls, journal=journal(log))
     with pytest.raises(Crash):
         first.run("k", "x")
-    second = LocalRunner(journal_agents.AsyncTwoCalls, journal=journal(log, replay=True))
+    second = LocalRunner(journal_agents.AsyncTwoCalls, journal=journal(log))
     assert second.run("k", "x") == [["first(x)#1", "second(None)#1"]]
     assert (CALLS["first"], CALLS["second"]) == (1, 1)
     first.engine.close()
@@ -113,14 +263,14 @@ def test_an_interrupted_async_action_reuses_its_recorded_call():
 
 def test_a_call_that_no_longer_matches_runs_and_corrects_the_log():
     log = InMemoryActionLog()
-    first = LocalRunner(journal_agents.TwoCalls, journal=journal(log, replay=False))
+    first = LocalRunner(journal_agents.TwoCalls, journal=journal(log))
     with pytest.raises(Crash):
         first.run("k", {"arg": 1, "crash": True})
     identity = first.engine.journal.identity("k", 1, 1, "work")
     [recorded] = log.calls(identity)
 
     # After the restart the input differs (say, a non-deterministic source): other args.
-    second = LocalRunner(journal_agents.TwoCalls, journal=journal(log, replay=True))
+    second = LocalRunner(journal_agents.TwoCalls, journal=journal(log))
     assert second.run("k", {"arg": 2}) == [["first(2)#2", "second(None)#1"]]
     assert CALLS["first"] == 2
     record = log.completed(identity)
@@ -130,17 +280,17 @@ def test_a_call_that_no_longer_matches_runs_and_corrects_the_log():
 
 def test_a_handled_error_is_replayed_but_a_trailing_error_is_called_again():
     log = InMemoryActionLog()
-    first = LocalRunner(journal_agents.HandlesErrors, journal=journal(log, replay=False))
+    first = LocalRunner(journal_agents.HandlesErrors, journal=journal(log))
     with pytest.raises(Crash):
         first.run("k", "crash")
-    second = LocalRunner(journal_agents.HandlesErrors, journal=journal(log, replay=True))
+    second = LocalRunner(journal_agents.HandlesErrors, journal=journal(log))
     assert second.run("k", "crash") == [["flaky is down", "after(None)#1"]]
     assert (CALLS["flaky"], CALLS["after"]) == (1, 1)  # the handled error was not retried
 
 
 def test_a_call_whose_error_failed_the_action_is_called_again_on_retry():
     log = InMemoryActionLog()
-    runner = LocalRunner(journal_agents.FailsOnError, journal=journal(log, replay=False))
+    runner = LocalRunner(journal_agents.FailsOnError, journal=journal(log))
     engine, run = runner.engine, runner.engine.start("k", 1, None)
     sensory, short_term = DictState(), DictState()
     with pytest.raises(ActionExecutionError, match="flaky is down"):
@@ -148,11 +298,12 @@ def test_a_call_whose_error_failed_the_action_is_called_again_on_retry():
     run.attempts += 1  # what the retry policy does before running the head action again
     assert engine.step_blocking(run, sensory, short_term).outputs == ("flaky#2",)
     assert CALLS["flaky"] == 2  # a replayed error would have failed every retry
+    assert engine.journal.reads == 1  # the retry loaded the failed execution's calls
 
 
 def test_a_retry_reuses_the_calls_that_succeeded_before_the_failure():
     log = InMemoryActionLog()
-    runner = LocalRunner(journal_agents.TwoCalls, journal=journal(log, replay=False))
+    runner = LocalRunner(journal_agents.TwoCalls, journal=journal(log))
     engine, run = runner.engine, runner.engine.start("k", 1, {"arg": 7, "fail": True})
     sensory, short_term = DictState(), DictState()
     with pytest.raises(ActionExecutionError, match="fails once"):
@@ -163,23 +314,25 @@ def test_a_retry_reuses_the_calls_that_succeeded_before_the_failure():
         ["first(7)#1", "second(None)#1"],
     )
     assert CALLS["first"] == 1
+    assert engine.journal.reads == 1
 
 
 def test_a_result_the_log_cannot_store_fails_the_action_with_nothing_applied():
-    runner = LocalRunner(journal_agents.BadResult, journal=journal(InMemoryActionLog(), False))
+    runner = LocalRunner(journal_agents.BadResult, journal=journal(InMemoryActionLog()))
     with pytest.raises(ActionExecutionError) as raised:
         runner.run("k", None)
-    assert isinstance(raised.value.cause, ActionLogError)
+    assert isinstance(raised.value.cause, UnstorableValueError)  # the action's fault
+    assert not isinstance(raised.value.cause, ActionLogError)  # not the log's
     assert "durable call 0" in str(raised.value.cause)
     assert runner.short_term_memory("k") == {}
 
 
 def test_a_record_the_log_cannot_store_fails_the_action_with_nothing_applied():
     log = InMemoryActionLog()
-    runner = LocalRunner(journal_agents.BadEvent, journal=journal(log, False))
+    runner = LocalRunner(journal_agents.BadEvent, journal=journal(log))
     with pytest.raises(ActionExecutionError) as raised:
         runner.run("k", None)
-    assert isinstance(raised.value.cause, ActionLogError)
+    assert isinstance(raised.value.cause, UnstorableValueError)
     assert runner.short_term_memory("k") == {}
     assert log.count("job-1") == 0
 
@@ -187,7 +340,7 @@ def test_a_record_the_log_cannot_store_fails_the_action_with_nothing_applied():
 def test_input_event_ids_are_derived_from_job_key_and_run():
     log = InMemoryActionLog()
     ids = [
-        LocalRunner(journal_agents.EventId, journal=journal(log, False, job)).run("k", None)[0]
+        LocalRunner(journal_agents.EventId, journal=journal(log, job)).run("k", None)[0]
         for job in ("a", "a", "b")
     ]
     assert ids[0] == ids[1] == str(input_event_id("a", "k", 1))
@@ -213,7 +366,7 @@ class Clock:
 
 def test_pruning_waits_a_full_retention_period_after_start_then_drops_old_records():
     log, clock = InMemoryActionLog(), Clock()
-    logged = journal(log, replay=False, retention_ms=1000, clock=clock)
+    logged = journal(log, retention_ms=1000, clock=clock)
     runner = LocalRunner(journal_agents.TwoCalls, journal=logged)
     runner.run("old", {})
     clock.now += 900
@@ -227,3 +380,156 @@ def test_pruning_waits_a_full_retention_period_after_start_then_drops_old_record
     clock.now += 2000
     assert logged.maybe_prune(lambda: clock.now - 5000) == 0  # an action still in flight
     assert logged.pruned == 1
+
+
+# -- failures of the log itself (issue 12, item 5) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("operation", "what"),
+    [
+        ("run_index", "loading the run index"),
+        ("completed", "looking up a completed action"),
+        ("calls", "loading the recorded durable calls"),
+        ("record_call", "recording a durable call"),
+        ("complete", "recording a completed action"),
+        ("prune", "pruning expired records"),
+    ],
+)
+def test_every_failure_of_the_log_is_an_action_log_error_naming_it(operation, what):
+    """Whichever operation fails, the journal raises ActionLogError naming the log and the
+    operation, chained to the cause."""
+    log, clock = CountingLog(), Clock()
+    earlier = ActionIdentity("job-1", canonical_key("k"), 1, 1, "work")
+    log.record_call(earlier, DurableCall(0, "other:function", "d"), clock.now)  # interrupted
+    log.operations.clear()
+    log.failing.add(operation)
+    with pytest.raises(ActionLogError) as raised:  # one restored attempt, step by step
+        logged = journal(log, retention_ms=1000, clock=clock)
+        identity = logged.identity("k", 1, 1, "work")
+        assert logged.completed(identity) is None
+        recorder = logged.recorder(identity, look_up=False)
+        slot = recorder.begin(paid, ("x",), {})  # no longer matches: runs, is recorded
+        slot.run(paid, ("x",), {})
+        logged.complete(identity, MemoryDelta(), MemoryDelta(), [], recorder.calls)
+        clock.now += 2000
+        logged.maybe_prune()
+    assert str(raised.value) == (
+        f"action log memory://: {what} failed: OSError: {operation}: input/output error"
+    )
+    assert isinstance(raised.value.__cause__, OSError)
+    assert log.operations[operation] == 1
+
+
+def test_a_call_that_cannot_be_recorded_fails_as_the_log_not_as_the_function():
+    """The function raised, then recording its outcome failed: the log's error is raised
+    (the user's stays in the chain), and the recorder keeps it."""
+    logged = journal(CountingLog("record_call"))
+    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+
+    def fails() -> None:
+        raise ValueError("the user's own error")
+
+    slot = recorder.begin(fails, (), {})
+    with pytest.raises(ActionLogError, match="recording a durable call failed") as raised:
+        slot.run(fails, (), {})
+    assert recorder.infrastructure_error is raised.value
+    assert any(isinstance(e, ValueError) for e in chain(raised.value))
+
+
+def test_a_swallowed_recording_failure_still_reaches_the_engine():
+    """User code may catch what durable_execute raised; the recorder remembers the failure
+    and refuses to hand out calls with one missing, so no record is written without it."""
+    logged = journal(CountingLog("record_call"))
+    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+    with contextlib.suppress(Exception):
+        recorder.begin(paid, ("a",), {}).run(paid, ("a",), {})
+    assert isinstance(recorder.infrastructure_error, ActionLogError)
+    with pytest.raises(ActionLogError) as raised:
+        recorder.calls  # noqa: B018 - the property raises
+    assert raised.value is recorder.infrastructure_error
+
+
+def test_an_unstorable_result_is_the_actions_fault_not_the_logs():
+    logged = journal(InMemoryActionLog())
+    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+    with pytest.raises(UnstorableValueError):
+        recorder.begin(journal_agents.unpicklable, (), {}).run(journal_agents.unpicklable, (), {})
+    assert recorder.infrastructure_error is None
+    assert recorder.calls == []
+
+
+@pytest.mark.parametrize("agent", [SwallowsErrors, AsyncSwallowsErrors])
+def test_an_action_that_swallows_a_recording_failure_is_not_completed(agent):
+    """Sync or async, the run fails with the log's error; nothing is applied or logged."""
+    log = CountingLog("record_call")
+    runner = LocalRunner(agent, journal=journal(log))
+    with pytest.raises(Exception) as raised:
+        runner.run("k", None)
+    assert "recording a durable call failed" in str(log_error_in(raised.value))
+    assert runner.short_term_memory("k") == {}
+    assert log.operations["complete"] == 0 and log.count("job-1") == 0
+
+
+def test_a_sqlite_log_whose_file_is_deleted_mid_run_fails_naming_it(tmp_path):
+    """SQLite would go on writing to the deleted file (lost at the next restart); the log
+    notices and fails."""
+    path = tmp_path / "logs" / "action-log.db"
+    runner = LocalRunner(journal_agents.TwoCalls, journal=journal(open_action_log(path)))
+    runner.run("k", {"arg": 1})
+    shutil.rmtree(path.parent)
+    with pytest.raises(Exception) as raised:
+        runner.run("k", {"arg": 2})
+    assert str(log_error_in(raised.value)) == (
+        f"action log sqlite://{path}: recording a durable call failed: OperationalError: "
+        f"the database file {path} was deleted or replaced after it was opened"
+    )
+
+
+@contextlib.contextmanager
+def disk_full_at(size: int) -> Iterator[None]:
+    """Writes of this process past ``size`` bytes of any file fail (EFBIG), as on a full
+    disk."""
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the process is killed
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, limits[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def test_a_full_disk_under_a_sqlite_log_fails_naming_it(tmp_path):
+    path = tmp_path / "action-log.db"
+    logged = journal(open_action_log(path))
+    identity = logged.identity("k", 1, 1, "work")
+    logged.complete(identity, MemoryDelta(), MemoryDelta(), [], [])
+    with disk_full_at(4096), pytest.raises(ActionLogError) as raised:
+        logged.complete(identity, MemoryDelta(), MemoryDelta(), [], [DurableCall(0, "f", "d")])
+    assert str(raised.value).startswith(
+        f"action log sqlite://{path}: recording a completed action failed: OperationalError: "
+    )
+    logged.complete(identity, MemoryDelta(), MemoryDelta(), [], [])  # room again: it works
+    logged.log.close()
+
+
+def test_a_dropped_postgres_database_fails_naming_the_log_but_not_its_password(
+    postgres_server,
+):
+    url = postgres_server.create_database()
+    secret = "s3cret-pw"
+    runner = LocalRunner(
+        journal_agents.TwoCalls,
+        journal=journal(open_action_log(url.replace("postgres@", f"postgres:{secret}@"))),
+    )
+    runner.run("k", {"arg": 1})
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {url.rsplit('/', 1)[1]} WITH (FORCE)")
+    with pytest.raises(Exception) as raised:
+        runner.run("k", {"arg": 2})
+    error = log_error_in(raised.value)
+    shown = url.replace("postgres@", "postgres:***@")
+    assert str(error).startswith(f"action log {shown}: recording a durable call failed: ")
+    assert "does not exist" in str(error)
+    assert secret not in "".join(traceback.format_exception(raised.value))

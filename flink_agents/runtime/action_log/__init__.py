@@ -18,6 +18,7 @@ from flink_agents.runtime.action_log._base import (
     PickleSerializer,
     RecordedError,
     Serializer,
+    UnstorableValueError,
 )
 from flink_agents.runtime.action_log._ids import digest_args, external_id
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
@@ -32,6 +33,7 @@ __all__ = [
     "PickleSerializer",
     "RecordedError",
     "Serializer",
+    "UnstorableValueError",
     "digest_args",
     "external_id",
     "open_action_log",

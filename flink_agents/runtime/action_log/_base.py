@@ -13,6 +13,7 @@ are shared by every backend so that all of them store exactly the same bytes.
 from __future__ import annotations
 
 import pickle
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
@@ -89,7 +90,22 @@ class RecordedError(Exception):
 
 
 class ActionLogError(FlinkAgentsError):
-    """The action log cannot store or read a record (e.g. a result that cannot be serialized)."""
+    """The action log itself failed: its storage cannot be reached, read or written.
+
+    This is an infrastructure failure, never the fault of the action that was running: the
+    runtime fails the job (Flink restarts it from its checkpoint) instead of charging it to
+    the action's error policy. The message names the log and the operation; secrets in the
+    log's URL are redacted.
+    """
+
+
+class UnstorableValueError(FlinkAgentsError):
+    """A value an action produced (a durable call's result, an event, a memory value) cannot
+    be serialized for the action log.
+
+    Unlike ``ActionLogError`` this is the action's own fault and the same on every attempt:
+    it fails the action, under its error policy, with nothing applied.
+    """
 
 
 class Serializer(Protocol):
@@ -131,7 +147,22 @@ class ActionLog(ABC):
     - Values are stored through the serializer, never by reference: changing an object after
       recording it does not change the log.
     - ``job`` partitions everything: no method ever reads or removes another job's rows.
+    - ``run_index(job)`` is one query served by an index (the SQL backends' primary keys
+      start with job, key and run sequence), run once per attempt, and sees every write
+      that returned before it was called, in any process.
+    - Failures other than ``UnstorableValueError`` may be raised as they come (a driver's
+      error, ``OSError``): the journal wraps them in ``ActionLogError`` with ``name`` and the
+      operation. ``name`` and ``redact`` must keep passwords out of messages.
     """
+
+    @property
+    def name(self) -> str:
+        """The store, as error messages show it (a URL, passwords redacted)."""
+        return type(self).__name__
+
+    def redact(self, text: str) -> str:
+        """``text`` (e.g. a driver's error message) with this log's secrets masked."""
+        return redact_secrets(text)
 
     @abstractmethod
     def setup(self) -> None:
@@ -150,6 +181,16 @@ class ActionLog(ABC):
         """
 
     @abstractmethod
+    def run_index(self, job: str) -> dict[str, int]:
+        """Which runs of ``job`` the log holds anything for: for each key, the highest run
+        sequence of a completed record or of a recorded durable call of an unfinished action.
+
+        Keys with nothing stored are absent, so a job that never failed gets ``{}``. The
+        journal loads it once per attempt and reads records only of runs at or below their
+        key's entry: anything else cannot have been written before the attempt started.
+        """
+
+    @abstractmethod
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         """Store ``call`` at ``call.index``, replacing any call there and dropping later ones.
 
@@ -159,8 +200,8 @@ class ActionLog(ABC):
         together and never leaves a hole in the index sequence.
 
         Raises:
-            ActionLogError: the result cannot be serialized (errors that cannot be are
-                stored as ``RecordedError`` instead).
+            UnstorableValueError: the result cannot be serialized (errors that cannot be
+                are stored as ``RecordedError`` instead); nothing was written.
         """
 
     @abstractmethod
@@ -170,7 +211,8 @@ class ActionLog(ABC):
         Completing an identity again replaces the earlier record.
 
         Raises:
-            ActionLogError: part of the record cannot be serialized.
+            UnstorableValueError: part of the record cannot be serialized; nothing was
+                written.
         """
 
     @abstractmethod
@@ -209,6 +251,23 @@ class ActionLog(ABC):
         self.close()
 
 
+# -- secrets in messages --------------------------------------------------------------------
+
+_URL_PASSWORD = re.compile(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s]*@")
+_PASSWORD_SETTING = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+
+
+def redact_secrets(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` with passwords masked: in URLs (``postgresql://user:***@host/db``), in
+    ``password=...`` settings (libpq key-value strings, URL query parameters), and every
+    occurrence of each of ``secrets``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    text = _URL_PASSWORD.sub(r"\1***@", text)
+    return _PASSWORD_SETTING.sub(r"\1***", text)
+
+
 # -- payload encoding shared by every backend ----------------------------------------------
 # Payloads hold plain tuples and dicts rather than the dataclasses above, so that renaming or
 # moving these classes does not make existing logs unreadable.
@@ -218,7 +277,9 @@ def _dumps(serializer: Serializer, obj: Any, what: str) -> bytes:
     try:
         return serializer.dumps(obj)
     except Exception as error:
-        raise ActionLogError(f"cannot serialize {what} for the action log: {error}") from error
+        raise UnstorableValueError(
+            f"cannot serialize {what} for the action log: {error}"
+        ) from error
 
 
 def storable_error(serializer: Serializer, error: BaseException | None) -> BaseException | None:

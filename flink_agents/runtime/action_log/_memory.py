@@ -42,6 +42,10 @@ class InMemoryActionLog(ActionLog):
         self._records: dict[ActionIdentity, tuple[int, bytes]] = {}
         self._partials: dict[ActionIdentity, _Partial] = {}
 
+    @property
+    def name(self) -> str:
+        return "memory://"
+
     def setup(self) -> None:
         """Nothing to create."""
 
@@ -60,6 +64,14 @@ class InMemoryActionLog(ActionLog):
                 [] if partial is None else [partial.payloads[i] for i in sorted(partial.payloads)]
             )
         return [decode_call(self.serializer, payload) for payload in payloads]
+
+    def run_index(self, job: str) -> dict[str, int]:
+        index: dict[str, int] = {}
+        with self._lock:
+            for identity in [*self._records, *self._partials]:
+                if identity.job == job:
+                    index[identity.key] = max(index.get(identity.key, 0), identity.run_sequence)
+        return index
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         payload = encode_call(self.serializer, call)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,
@@ -25,6 +26,7 @@ from flink_agents.runtime.action_log._base import (
     decode_record,
     encode_call,
     encode_record,
+    redact_secrets,
 )
 
 T = TypeVar("T")
@@ -53,6 +55,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
 
 
+# Served by the primary keys' indexes, which start with (job, run_key, run_sequence).
+_RUN_INDEX = """SELECT run_key, MAX(run_sequence) FROM (
+    SELECT run_key, MAX(run_sequence) AS run_sequence FROM action_log_records
+    WHERE job = %s GROUP BY run_key
+    UNION ALL
+    SELECT run_key, MAX(run_sequence) FROM action_log_calls WHERE job = %s GROUP BY run_key
+) runs GROUP BY run_key"""
+
+
 def _key(identity: ActionIdentity) -> tuple[str, str, int, int, str]:
     return (identity.job, identity.key, identity.run_sequence, identity.step, identity.action)
 
@@ -71,6 +82,18 @@ class PostgresActionLog(ActionLog):
         self._lock = threading.Lock()
         self._closed = False
         self._conn: psycopg.Connection[Any] | None = None
+        try:
+            password = conninfo_to_dict(conninfo).get("password")
+        except psycopg.Error:
+            password = None  # a malformed string: connecting will say so
+        self._secrets = (str(password),) if password else ()
+
+    @property
+    def name(self) -> str:
+        return self.redact(self.conninfo)
+
+    def redact(self, text: str) -> str:
+        return redact_secrets(text, self._secrets)
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._closed:
@@ -128,6 +151,10 @@ class PostgresActionLog(ActionLog):
             ).fetchall()
         )
         return [decode_call(self.serializer, bytes(row[0])) for row in rows]
+
+    def run_index(self, job: str) -> dict[str, int]:
+        rows = self._run(lambda conn: conn.execute(_RUN_INDEX, (job, job)).fetchall())
+        return {key: int(sequence) for key, sequence in rows}
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         payload = encode_call(self.serializer, call)

@@ -5,10 +5,15 @@ writer wait for another process's transaction instead of failing. Within a proce
 connection is shared by all threads behind a lock (SQLite serializes writers anyway).
 Writes start with ``BEGIN IMMEDIATE`` so a transaction takes the write lock up front and
 never has to upgrade a read lock, which is where SQLite would fail without waiting.
+
+An open SQLite connection goes on writing to a file that was deleted or replaced (the
+inode lives while it is open), which would lose every later record without an error. Each
+operation therefore checks first that the path still names the file it opened.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -53,9 +58,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
 
 
+# Served by the primary keys' indexes, which start with (job, run_key, run_sequence).
+_RUN_INDEX = """SELECT run_key, MAX(run_sequence) FROM (
+    SELECT run_key, MAX(run_sequence) AS run_sequence FROM action_log_records
+    WHERE job = ? GROUP BY run_key
+    UNION ALL
+    SELECT run_key, MAX(run_sequence) FROM action_log_calls WHERE job = ? GROUP BY run_key
+) GROUP BY run_key"""
+
+
 def _path_of(path_or_url: str | Path) -> str:
     text = str(path_or_url)
     return text[len("sqlite://") :] if text.startswith("sqlite://") else text
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` names now (device and inode), None if none."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (status.st_dev, status.st_ino)
 
 
 def _key(identity: ActionIdentity) -> tuple[str, str, int, int, str]:
@@ -88,6 +111,11 @@ class SqliteActionLog(ActionLog):
         # WAL with NORMAL is durable against process crashes, which is what Flink recovery
         # is about; only an OS crash may lose the last transactions.
         self._db.execute("PRAGMA synchronous = NORMAL")
+        self._file = None if self.path == ":memory:" else _file_id(self.path)
+
+    @property
+    def name(self) -> str:
+        return f"sqlite://{self.path}"
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -97,7 +125,8 @@ class SqliteActionLog(ActionLog):
             try:
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite already rolled back after e.g. a full disk
+                    db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
 
@@ -109,6 +138,10 @@ class SqliteActionLog(ActionLog):
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
             raise RuntimeError("the action log is closed")
+        if self._file is not None and _file_id(self.path) != self._file:
+            raise sqlite3.OperationalError(
+                f"the database file {self.path} was deleted or replaced after it was opened"
+            )
         return self._db
 
     def setup(self) -> None:
@@ -139,6 +172,12 @@ class SqliteActionLog(ActionLog):
                 _key(identity),
             ).fetchall()
         return [decode_call(self.serializer, row[0]) for row in rows]
+
+    def run_index(self, job: str) -> dict[str, int]:
+        with self._read() as db:
+            # One statement: both tables are read from the same snapshot.
+            rows = db.execute(_RUN_INDEX, (job, job)).fetchall()
+        return {key: int(sequence) for key, sequence in rows}
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         payload = encode_call(self.serializer, call)

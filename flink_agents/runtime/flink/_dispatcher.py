@@ -56,13 +56,11 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         options = AgentOptions(**self._options)
         journal = None
         if self._action_log_url is not None:
-            # Records can exist for this job after a failover (attempt > 0) or when the
-            # user pinned the job name across submissions; otherwise skip every lookup.
-            attempt = _attempt_number(runtime_context)
+            # The journal loads the job's run index once: a fresh job has none and reads
+            # nothing more; a restored attempt (or a pinned job name) replays what it lists.
             journal = ActionJournal(
                 open_action_log(self._action_log_url),
                 self._job_id,
-                replay=attempt != 0 or options.action_log_job is not None,
                 retention_ms=options.action_log_retention_ms,
             )
         with import_lock:  # binding imports the plan's modules
@@ -147,15 +145,6 @@ class _FlinkTimers:
 
     def wake_at_end(self) -> None:
         self.service.register_event_time_timer(DRAIN_TIMESTAMP)
-
-
-def _attempt_number(runtime_context: RuntimeContext) -> int | None:
-    """The task's attempt number, or None where PyFlink cannot tell: its thread mode raises
-    AttributeError (then replay lookups stay on, which is only slower)."""
-    try:
-        return runtime_context.get_attempt_number()
-    except AttributeError:
-        return None
 
 
 def _subtask_index(runtime_context: RuntimeContext) -> int:

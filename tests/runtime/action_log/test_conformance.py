@@ -12,10 +12,10 @@ import pytest
 from flink_agents.memory import MemoryDelta, ObjectMarker
 from flink_agents.runtime.action_log import (
     ActionLog,
-    ActionLogError,
     ActionRecord,
     DurableCall,
     RecordedError,
+    UnstorableValueError,
 )
 from tests.runtime.action_log.conftest import Backend
 from tests.runtime.action_log.records import (
@@ -122,10 +122,10 @@ def test_unreadable_error_is_stored_as_recorded_error(log: ActionLog) -> None:
 
 
 def test_unserializable_result_raises_and_records_nothing(log: ActionLog) -> None:
-    """A result the serializer cannot handle raises ActionLogError and writes nothing."""
-    with pytest.raises(ActionLogError, match="durable call 0"):
+    """A result the serializer cannot handle raises UnstorableValueError, writes nothing."""
+    with pytest.raises(UnstorableValueError, match="durable call 0"):
         log.record_call(ident(), call(0, lambda: None), epoch=1)
-    with pytest.raises(ActionLogError, match="action 'act'"):
+    with pytest.raises(UnstorableValueError, match="action 'act'"):
         log.complete(record(calls=[call(0, threading.Lock())]))
     assert log.calls(ident()) == [] and log.completed(ident()) is None
     assert log.count("job-1") == 0
@@ -225,6 +225,47 @@ def test_jobs_and_keys_are_isolated(log: ActionLog) -> None:
         assert log.calls(dataclasses.replace(other, step=2)) == []
     assert log.prune("b", before_epoch=100) == 0
     assert log.completed(ident(job="a", key="k1")).events[0].text == "a-k1"
+
+
+def test_run_index_is_empty_for_a_job_without_records(log: ActionLog) -> None:
+    """run_index() of a job with nothing stored is {}, whatever other jobs hold."""
+    assert log.run_index("job-1") == {}
+    log.complete(record(ident(job="job-2")))
+    log.record_call(ident(job="job-2", step=2), call(0), epoch=1)
+    assert log.run_index("job-1") == {}
+
+
+def test_run_index_has_the_highest_run_of_each_key(log: ActionLog) -> None:
+    """run_index() maps each key to its highest run with a completed record or a call."""
+    log.complete(record(ident(key="k1", run=1)))
+    log.complete(record(ident(key="k1", run=3, step=2)))
+    log.complete(record(ident(key="k1", run=2)))
+    log.record_call(ident(key="k2", run=5), call(0), epoch=1)  # an interrupted action only
+    log.complete(record(ident(key="k3", run=2)))
+    log.record_call(ident(key="k3", run=4, step=3), call(0), epoch=1)  # above its records
+    log.record_call(ident(key="k4", run=7), call(0), epoch=1)
+    log.complete(record(ident(key="k4", run=9)))  # completed above its calls
+    log.complete(record(ident(job="job-2", key="k1", run=99)))
+    assert log.run_index("job-1") == {"k1": 3, "k2": 5, "k3": 4, "k4": 9}
+    assert log.run_index("job-2") == {"k1": 99}
+
+
+def test_run_index_follows_completion_and_pruning(log: ActionLog) -> None:
+    """Completing an interrupted action keeps its run indexed; pruning everything empties it."""
+    log.record_call(ident(run=2), call(0), epoch=1)
+    log.complete(record(ident(run=2), epoch=1))
+    assert log.run_index("job-1") == {"k1": 2}
+    log.record_call(ident(key="k2", run=1), call(0), epoch=1)
+    log.prune("job-1", before_epoch=2)
+    assert log.run_index("job-1") == {}
+
+
+def test_run_index_sees_other_instances_writes(log: ActionLog, backend: Backend) -> None:
+    """run_index() includes what another instance (another process) wrote before the call."""
+    other = backend.open()
+    other.complete(record(ident(key="k1", run=4)))
+    other.record_call(ident(key="k2", run=6), call(0), epoch=1)
+    assert log.run_index("job-1") == {"k1": 4, "k2": 6}
 
 
 def test_second_instance_sees_records(log: ActionLog, backend: Backend) -> None:

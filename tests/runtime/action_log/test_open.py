@@ -26,6 +26,7 @@ def test_public_names_are_pinned() -> None:
         "PickleSerializer",
         "RecordedError",
         "Serializer",
+        "UnstorableValueError",
         "digest_args",
         "external_id",
         "open_action_log",

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flink_agents.runtime.action_log.sqlite import MIGRATIONS, SqliteActionLog
 from tests.runtime.action_log.records import ident
 
@@ -69,3 +71,18 @@ def test_processes_write_the_same_file_concurrently(tmp_path: Path) -> None:
         assert log.count("job-1") == 3 * per_process
         assert log.calls(ident(key="p1", step=5)) == []
         assert log.completed(ident(key="p2", step=39)) is not None
+
+
+def test_a_deleted_or_replaced_file_is_an_error_not_a_silent_loss(tmp_path: Path) -> None:
+    """An open SQLite connection would keep writing to the unlinked file; the log refuses."""
+    path = tmp_path / "actions.db"
+    with SqliteActionLog(path) as log, SqliteActionLog(path) as other:
+        log.setup()
+        for name in ("actions.db", "actions.db-wal", "actions.db-shm"):
+            (tmp_path / name).unlink(missing_ok=True)
+        with pytest.raises(sqlite3.OperationalError, match="deleted or replaced"):
+            log.count("job-1")
+        with SqliteActionLog(path) as replacement:  # a new file at the same path
+            replacement.setup()
+        with pytest.raises(sqlite3.OperationalError, match="deleted or replaced"):
+            other.count("job-1")
