@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     small_label = f"process, bundle {args.small_bundle_time} ms/{args.small_bundle_size}"
     available = {
-        "defaults": ("process, defaults", {}),
-        "small-bundle": (small_label, small),
+        "defaults": ("process, defaults", {"python.execution-mode": "process"}),
+        "small-bundle": (small_label, {**small, "python.execution-mode": "process"}),
         "thread": ("thread mode", THREAD),
     }
     configs = [available[name] for name in args.configs.split(",")]

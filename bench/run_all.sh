@@ -21,9 +21,10 @@ mkdir -p "$OUT"
   uptime
 } 2>&1 | tee "$OUT/machine.txt"
 
-"$PY" -m bench.state_throughput --records "$RECORDS" 2>&1 | tee "$OUT/state_throughput.txt"
-"$PY" -m bench.state_throughput --records "$RECORDS" --thread-mode --no-passthrough 2>&1 \
+"$PY" -m bench.state_throughput --records "$RECORDS" --mode thread 2>&1 \
   | tee "$OUT/state_throughput_thread.txt"
+"$PY" -m bench.state_throughput --records "$RECORDS" --mode process --no-passthrough 2>&1 \
+  | tee "$OUT/state_throughput.txt"
 "$PY" -m bench.async_throughput 2>&1 | tee "$OUT/async_throughput.txt"
 if "$PY" -c "import shutil, sys, pathlib; sys.exit(not (shutil.which('py-spy') or pathlib.Path(sys.executable).with_name('py-spy').exists()))"; then
   "$PY" -m bench.profile_dispatcher 2>&1 | tee "$OUT/profile_dispatcher.txt"
