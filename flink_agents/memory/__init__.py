@@ -2,6 +2,7 @@
 and token budgets for putting memory into a prompt (``long_term`` holds long-term memory)."""
 
 from flink_agents.memory._buffer import BufferedState, MemoryDelta
+from flink_agents.memory._cache import CachedState
 from flink_agents.memory._flat import FlatMemory, ObjectMarker, StoredMemoryObject, to_dict
 from flink_agents.memory._identity import NAMESPACE, IdMinter, external_id_of
 from flink_agents.memory._state import DictState, StateMap
@@ -11,6 +12,7 @@ __all__ = [
     "NAMESPACE",
     "BudgetResult",
     "BufferedState",
+    "CachedState",
     "DictState",
     "FlatMemory",
     "IdMinter",

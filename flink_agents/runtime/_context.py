@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
@@ -19,6 +19,8 @@ from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._resources import ResourceCache
 
 T = TypeVar("T")
+NO_CHANGE = MemoryDelta()
+"""The delta of a memory tier an action never touched (shared: deltas are never mutated)."""
 
 
 class ActionContext(RunnerContext):
@@ -35,24 +37,33 @@ class ActionContext(RunnerContext):
         recorder: CallRecorder | None = None,
         *,
         long_term: LongTermProvider | None = None,
-        ids: IdMinter | None = None,
+        identity: Callable[[], Sequence[str | int]] | None = None,
     ) -> None:
         self._key = key
         self._long_term = long_term
-        self.ids = ids if ids is not None else IdMinter()
-        """Mints the ids of everything this execution writes outside Flink state."""
+        self._identity = identity
+        self._ids: IdMinter | None = None
         self.recorder = recorder
         """Records durable calls in the action log (None: no log, calls just run)."""
         self._sensory = sensory
         self._short_term = short_term
         self._executor = executor
-        self.sensory_buffer = BufferedState(sensory)
-        self.short_term_buffer = BufferedState(short_term)
-        self._sensory_root = FlatMemory(self.sensory_buffer).root()
-        self._short_term_root = FlatMemory(self.short_term_buffer).root()
+        # Built on first use: most actions touch one memory tier, many none.
+        self._sensory_buffer: BufferedState | None = None
+        self._short_term_buffer: BufferedState | None = None
+        self._sensory_root: MemoryObject | None = None
+        self._short_term_root: MemoryObject | None = None
         self._resources = resources
         self._config = config
         self.sent: list[Event] = []
+
+    @property
+    def ids(self) -> IdMinter:
+        """Mints the ids of everything this execution writes outside Flink state (one
+        minter per execution; its identity is computed on first use)."""
+        if self._ids is None:
+            self._ids = IdMinter(self._identity)
+        return self._ids
 
     @property
     def key(self) -> Any:
@@ -67,10 +78,16 @@ class ActionContext(RunnerContext):
 
     @property
     def sensory_memory(self) -> MemoryObject:
+        if self._sensory_root is None:
+            self._sensory_buffer = BufferedState(self._sensory)
+            self._sensory_root = FlatMemory(self._sensory_buffer).root()
         return self._sensory_root
 
     @property
     def short_term_memory(self) -> MemoryObject:
+        if self._short_term_root is None:
+            self._short_term_buffer = BufferedState(self._short_term)
+            self._short_term_root = FlatMemory(self._short_term_buffer).root()
         return self._short_term_root
 
     def get_resource(self, name: str, type: ResourceType | None = None) -> Any:
@@ -116,7 +133,11 @@ class ActionContext(RunnerContext):
 
     def deltas(self) -> tuple[MemoryDelta, MemoryDelta]:
         """The buffered memory writes: (sensory, short-term); the maps are untouched."""
-        return self.sensory_buffer.delta(), self.short_term_buffer.delta()
+        sensory, short_term = self._sensory_buffer, self._short_term_buffer
+        return (
+            NO_CHANGE if sensory is None else sensory.delta(),
+            NO_CHANGE if short_term is None else short_term.delta(),
+        )
 
 
 class _DurableCall:

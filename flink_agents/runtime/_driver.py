@@ -16,7 +16,9 @@ same thing in every runner, which the parity suite checks.
 State protocol (``KeyState``), per key: the two memory maps, one control value
 (``KeyControl``: run sequence, the run in progress, the number of queued inputs, read once
 and written at most once per callback) and the list of queued inputs (touched only when
-the count says it holds something).
+the count says it holds something). The driver reads the memory maps through a write-back
+``CachedState`` per callback (kept by a parked run): each key is read at most once and each
+changed key written once, when the callback ends.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flink_agents.api._errors import ActionExecutionError
-from flink_agents.memory import FlatMemory, StateMap, to_dict
+from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import RunEngine, RunState, Suspension
 from flink_agents.runtime._records import failed_run
 
@@ -92,6 +94,8 @@ class KeyDriver:
         self.snapshots = snapshots
         self.parked: dict[Any, tuple[RunState, Suspension]] = {}
         """Runs waiting on a durable call in this process (never checkpointed)."""
+        self._caches: dict[Any, tuple[CachedState, CachedState]] = {}
+        """The memory caches of parked runs (flushed; kept for their action's context)."""
         self._in_flight: set[Future[Any]] = set()
         self._polls: dict[Any, int] = {}
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
@@ -185,10 +189,11 @@ class KeyDriver:
         suspension = None
         if resume is not None:
             run, suspension = resume
-        elif control.run is not None:
-            run = control.run
+            # The parked action's context reads and writes through the caches it started with.
+            sensory, short_term = self._caches.pop(key)
         else:
-            run = self._start(key, control, record)
+            sensory, short_term = CachedState(state.sensory), CachedState(state.short_term)
+            run = control.run if control.run is not None else self._start(key, control, record)
         try:
             while True:
                 while not run.finished:
@@ -196,7 +201,7 @@ class KeyDriver:
                         if suspension is not None:
                             outcome = engine.resume(run, suspension)
                         else:
-                            outcome = engine.step(run, state.sensory, state.short_term)
+                            outcome = engine.step(run, sensory, short_term)
                         if draining:
                             outcome = engine.complete_blocking(run, outcome)
                     except ActionExecutionError as error:
@@ -204,7 +209,7 @@ class KeyDriver:
                         if self.options.error_policy == "fail":
                             # The job fails and Flink restores its checkpoint; a runner that
                             # goes on (the local one) must not keep the run's sensory memory.
-                            engine.end(run, state.sensory)
+                            engine.end(run, sensory)
                             control.run = None
                             raise
                         if self._retry(run, error, timers, draining):
@@ -220,24 +225,27 @@ class KeyDriver:
                     suspension = None
                     if isinstance(outcome, Suspension):
                         self._park(run, outcome, timers)
+                        self._caches[key] = (sensory, short_term)
                         control.run = run
                         return
                     self.steps += 1
                     yield from outcome.outputs
-                engine.end(run, state.sensory)
+                engine.end(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
                     yield self.snapshots, {
                         "key": run.key,
                         "run_sequence": run.sequence,
-                        "short_term_memory": to_dict(FlatMemory(state.short_term).root()),
+                        "short_term_memory": to_dict(FlatMemory(short_term).root()),
                     }
                 if control.pending == 0:
                     return
                 control.pending -= 1
                 self._queued = max(0, self._queued - 1)
                 run = self._start(key, control, state.pop_pending())
-        finally:
+        finally:  # Flink's state is complete whenever this callback returns
+            sensory.flush()
+            short_term.flush()
             state.set_control(control)
 
     def _start(self, key: Any, control: KeyControl, record: Any) -> RunState:

@@ -21,7 +21,7 @@ from typing import Any
 
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent, OutputEvent
-from flink_agents.memory import IdMinter, MemoryDelta, StateMap
+from flink_agents.memory import MemoryDelta, StateMap
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import ActionContext
 from flink_agents.runtime._journal import ActionJournal, input_event_id
@@ -218,17 +218,10 @@ class RunEngine:
             self.executor,
             recorder,
             long_term=self.long_term,
-            # One minter per execution; its identity is computed only if the action writes
-            # outside Flink (long-term memory, knowledge, external ids): off the hot path.
-            ids=IdMinter(
-                partial(
-                    self._writer_identity,
-                    run.key,
-                    run.sequence,
-                    run.steps + 1,
-                    action.name,
-                    identity,
-                )
+            # The identity of its id minter, computed only if the action writes outside
+            # Flink (long-term memory, knowledge, external ids): off the hot path.
+            identity=partial(
+                self._writer_identity, run.key, run.sequence, run.steps + 1, action.name, identity
             ),
         )
         try:

@@ -1,5 +1,7 @@
 """Recovery from real failures: ``kill -9`` of the TaskManager (JVM and Python worker) of a
-standalone cluster, three times mid-stream, with the action log on a real PostgreSQL server.
+standalone cluster, three times mid-stream, with the action log on a real PostgreSQL server,
+in both PyFlink execution modes (thread mode, our default, runs Python inside the
+TaskManager's JVM; process mode in worker processes).
 
 Each kill waits until the job checkpointed since the previous one and the ledger grew, then a
 new TaskManager is started and the job restarts from its last checkpoint. Unlike the
@@ -15,13 +17,24 @@ from flink_agents.testing.torture import TortureResult, TortureSpec, run_torture
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
-SPEC = TortureSpec(records=400, users=8, kills=3, delay_s=0.05)
+SPECS = {
+    "process": TortureSpec(records=400, users=8, kills=3, delay_s=0.05),
+    # Thread mode overlaps the calls of different keys far better: two in flight keep the
+    # stream going long enough for three kills.
+    "thread": TortureSpec(
+        records=400, users=8, kills=3, delay_s=0.05, options={"max-in-flight": 2}
+    ),
+}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = torture_cluster(tmp_path_factory.mktemp("kill-cluster"))
+@pytest.fixture(scope="module", params=["thread", "process"])
+def cluster(request, tmp_path_factory):
+    cluster = torture_cluster(
+        tmp_path_factory.mktemp(f"kill-cluster-{request.param}"),
+        **{"python.execution-mode": request.param},
+    )
     cluster.start()
+    cluster.mode = request.param
     yield cluster
     cluster.stop()
     assert cluster.taskmanager_pids() == []
@@ -36,25 +49,17 @@ def describe(result: TortureResult) -> str:
 
 
 def test_kill_9_taskmanagers_mid_stream(cluster, postgres_server, tmp_path, record_property):
-    result = run_torture(cluster, tmp_path, postgres_server.create_database(), SPEC, print)
+    spec = SPECS[cluster.mode]
+    result = run_torture(cluster, tmp_path, postgres_server.create_database(), spec, print)
     report = result.report
     record_property("repeated_calls", report.repeated_calls)
     print(describe(result))
     logs = f"cluster logs: {cluster.log_dir}"
 
-    # KNOWN BUG (runtime, see the integration notes): after a restore, the Python worker
-    # unpickles the job's functions on several threads at once; importing
-    # flink_agents.runtime.flink._job and ._dispatcher concurrently deadlocks on the import
-    # locks (the package __init__ imports its submodules) -> _DeadlockError, the job fails
-    # on every restart and never finishes. Fails here, with `state` RESTARTING/RUNNING.
     assert result.finished, f"the job did not recover: {describe(result)}; {logs}"
-    assert len(result.kills) >= SPEC.kills, f"the stream ended too soon: {describe(result)}"
-
-    # KNOWN BUG (runtime, intermittent): a key whose run was parked when a checkpoint was
-    # taken can be restored without its timers; its run never resumes and its later inputs
-    # wait behind it forever: its outputs are lost and its memory is short.
+    assert len(result.kills) >= spec.kills, f"the stream ended too soon: {describe(result)}"
     assert (report.lost, report.duplicated) == (0, 0), describe(result)
-    assert report.outputs == SPEC.records
+    assert report.outputs == spec.records
     assert result.memory_equal, "final short-term memory differs from a run without failure"
 
     assert report.reexecuted_after_record == 0, "a completed call ran again after a restart"

@@ -1,0 +1,89 @@
+"""A write-back cache over a ``StateMap``, so a run reads each key of its state at most once
+and writes each changed key once.
+
+Every state request of the Flink runner costs a call into the JVM (a gRPC round trip in
+process mode). A run's actions read the same keys again and again (the root marker on every
+``set``, a counter read by two actions), and each completed action used to write straight
+through. The run driver wraps a key's memory maps in a ``CachedState`` for as long as it
+works on the key, and ``flush``es it before it lets go (a run ends, parks, or fails), so
+Flink's state is complete at every checkpoint: checkpoints happen between callbacks.
+
+Only the driver writes a key's state, one key at a time, so the cache stays right while the
+key is between callbacks too (a parked run keeps its cache).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flink_agents.memory._state import StateMap
+
+_MISSING = object()
+"""Cached: the key is not in the map."""
+_NONE = object()
+"""Cached: ``get`` returned None, which is either a stored None or no key at all."""
+
+
+class CachedState:
+    """``StateMap`` over ``base``: reads are cached, writes are kept until ``flush``."""
+
+    __slots__ = ("_base", "_cache", "_cleared", "_dirty")
+
+    def __init__(self, base: StateMap) -> None:
+        self._base = base
+        self._cache: dict[str, Any] = {}
+        self._dirty: dict[str, Any] = {}  # key -> value, or _MISSING for a removal
+        self._cleared = False
+
+    def get(self, key: str) -> Any:
+        cached = self._cache.get(key, _NONE)
+        if cached is _NONE and key not in self._cache:
+            value = None if self._cleared else self._base.get(key)
+            self._cache[key] = _NONE if value is None else value
+            return value
+        return None if cached is _NONE or cached is _MISSING else cached
+
+    def contains(self, key: str) -> bool:
+        cached = self._cache.get(key, _NONE)
+        if cached is _MISSING:
+            return False
+        if cached is not _NONE or key in self._dirty:  # a value, or a None written here
+            return True
+        if self._cleared:
+            return False
+        present = self._base.contains(key)
+        if not present:
+            self._cache[key] = _MISSING
+        return present
+
+    def put(self, key: str, value: Any) -> None:
+        self._cache[key] = _NONE if value is None else value
+        self._dirty[key] = value
+
+    def remove(self, key: str) -> None:
+        self._cache[key] = _MISSING
+        self._dirty[key] = _MISSING
+
+    def clear(self) -> None:
+        self._cache.clear()
+        self._dirty.clear()
+        self._cleared = True
+
+    @property
+    def dirty(self) -> bool:
+        return self._cleared or bool(self._dirty)
+
+    def flush(self) -> None:
+        """Write what changed to the base map (a clear first, then puts and removals)."""
+        if self._cleared:
+            self._base.clear()
+            self._cleared = False
+            # What was cleared is known to be missing now, unless written since.
+            for key in [k for k, v in self._cache.items() if v is _NONE and k not in self._dirty]:
+                self._cache[key] = _MISSING
+        for key, value in self._dirty.items():
+            if value is _MISSING:
+                self._base.remove(key)
+            else:
+                self._base.put(key, value)
+        self._dirty.clear()

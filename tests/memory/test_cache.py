@@ -1,0 +1,67 @@
+"""CachedState: a run's write-back cache over a memory map reads and writes like the map
+itself, touches the map at most once per key for reads, and leaves it equal after flush."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flink_agents.memory import CachedState, DictState
+
+KEYS = st.sampled_from(["", "a", "a.b", "c"])
+VALUES = st.one_of(st.none(), st.integers(), st.text(max_size=3))
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("get"), KEYS),
+        st.tuples(st.just("contains"), KEYS),
+        st.tuples(st.just("put"), KEYS, VALUES),
+        st.tuples(st.just("remove"), KEYS),
+        st.tuples(st.just("clear")),
+        st.tuples(st.just("flush")),
+    ),
+    max_size=40,
+)
+
+
+class CountingState(DictState):
+    """A DictState that counts the requests it serves."""
+
+    def __init__(self, data: dict[str, Any] | None = None) -> None:
+        super().__init__(data)
+        self.reads = 0
+
+    def get(self, key: str) -> Any:
+        self.reads += 1
+        return super().get(key)
+
+    def contains(self, key: str) -> bool:
+        self.reads += 1
+        return super().contains(key)
+
+
+@given(st.dictionaries(KEYS, VALUES), OPS)
+def test_cached_state_behaves_like_the_map_and_flushes_to_it(initial, ops) -> None:
+    model = DictState(dict(initial))
+    base = DictState(dict(initial))
+    cached = CachedState(base)
+    for op, *args in ops:
+        if op == "flush":
+            cached.flush()
+            continue
+        expected = getattr(model, op)(*args)
+        assert getattr(cached, op)(*args) == expected, (op, args)
+    cached.flush()
+    assert base.data == model.data
+
+
+def test_each_key_is_read_from_the_map_once_and_written_once() -> None:
+    base = CountingState({"": "marker", "count": 1})
+    cached = CachedState(base)
+    for _ in range(3):
+        cached.put("count", cached.get("count") + 1)
+        assert cached.get("") == "marker" and cached.contains("")
+    assert base.reads == 2 and base.data["count"] == 1  # nothing written yet
+    cached.flush()
+    assert base.data == {"": "marker", "count": 4}
