@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from flink_agents.cli._jsonl import Rejected, read_json_lines
-from flink_agents.runtime import AgentOptions, LocalRunner
+from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._records import BadRecord, rejected, take_key, to_json_line
 
@@ -48,7 +48,8 @@ def run_json_lines(
         OSError: ``input_path`` cannot be opened or read.
         ActionExecutionError: an action failed under the ``fail`` policy.
     """
-    runner = LocalRunner(agent, options=options or AgentOptions(error_policy="error-output"))
+    options = options or AgentOptions(error_policy="error-output")
+    runner = LocalRunner(agent, options=options, journal=local_journal(options))
     key_of = key_function(key_field)
     where = str(input_path)
     report = BatchReport(runner)

@@ -1,7 +1,12 @@
 """The runtime: the run engine shared by all runners, and the local runner."""
 
 from flink_agents.runtime._engine import PendingAction, RunEngine, RunState, StepResult
-from flink_agents.runtime._local import LocalAgentBuilder, LocalExecutionEnvironment, LocalRunner
+from flink_agents.runtime._local import (
+    LocalAgentBuilder,
+    LocalExecutionEnvironment,
+    LocalRunner,
+    local_journal,
+)
 from flink_agents.runtime._options import AgentOptions, load_options
 
 __all__ = [
@@ -14,4 +19,5 @@ __all__ = [
     "RunState",
     "StepResult",
     "load_options",
+    "local_journal",
 ]

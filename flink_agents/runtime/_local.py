@@ -297,7 +297,9 @@ class LocalAgentBuilder(AgentBuilder):
     def apply(self, agent: Any) -> LocalAgentBuilder:
         if self.runner is not None:
             raise FlinkAgentsError("an agent is already applied to this input")
-        self.runner = LocalRunner(agent, journal=_journal(self._options), options=self._options)
+        self.runner = LocalRunner(
+            agent, journal=local_journal(self._options), options=self._options
+        )
         return self
 
     def to_keyed_list(self) -> list[tuple[Any, Any]]:
@@ -365,12 +367,20 @@ class LocalExecutionEnvironment(AgentsExecutionEnvironment):
         return LocalAgentBuilder(records, key_selector, self.options)
 
 
-def _journal(options: AgentOptions) -> ActionJournal | None:
-    """An action journal when an ``action-log`` is configured: a local run records its
-    actions and durable calls, and replays them when ``action-log-job`` names an earlier run."""
+def local_journal(options: AgentOptions) -> ActionJournal | None:
+    """The local runner's action journal: the configured ``action-log`` (a local run then
+    replays an earlier one when ``action-log-job`` names it), in memory when none is set,
+    and none for ``action-log: none``.
+
+    In memory by default so that the local runner behaves as a Flink job does with its
+    default log: an action retried after a durable call gets the call's recorded result
+    instead of making it again, and a result the log cannot store fails the same way.
+    """
     url = options.action_log_url(embedded_default=False)
     if url is None:
-        return None
+        if options.action_log is not None:  # "none"
+            return None
+        url = "memory://"
     return ActionJournal(
         open_action_log(url),
         options.action_log_job or uuid.uuid4().hex,

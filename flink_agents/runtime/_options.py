@@ -52,7 +52,8 @@ class AgentOptions(BaseModel):
     """Where completed actions and durable calls are recorded (design section 5):
     ``sqlite:///abs/path.db``, ``postgresql://user@host/db`` (shared by every TaskManager),
     ``memory://``, or ``none``. Unset: a SQLite file under ``data-dir`` for Flink jobs,
-    nothing for the local runner (it has no failures to recover from)."""
+    ``memory://`` for the local runner (so a retried action reuses its durable calls there
+    as on Flink)."""
     action_log_job: str | None = Field(None, alias="action-log-job")
     """The job's name in the log. Unset: a fresh id per submitted job, which a failover
     restart keeps. Pin it to replay across a resubmission from a savepoint."""

@@ -51,11 +51,14 @@ def test_key_selector_field_name():
     assert run_all(agents.CounterAgent, records, "user") == [1, 1, 2]
 
 
-def test_key_selector_field_name_reads_attributes_of_objects():
-    @dataclass
-    class Ticket:
-        user: str
+@dataclass
+class Ticket:
+    """A record with attributes (module level: records are pickled, as on Flink)."""
 
+    user: str
+
+
+def test_key_selector_field_name_reads_attributes_of_objects():
     records = [Ticket("a"), Ticket("b")]
     builder = LocalExecutionEnvironment().from_list(records, "user").apply(agents.EchoAgent)
     assert builder.to_keyed_list() == [("a", records[0]), ("b", records[1])]
