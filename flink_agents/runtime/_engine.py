@@ -152,11 +152,20 @@ class RunEngine:
         return self._executor
 
     def close(self) -> None:
-        """Stop the executor (waiting for running calls) and let compactions finish."""
+        """Stop the executor (waiting for running calls, which record their results), let
+        compactions finish, then write the journal's queued records and close its log.
+
+        Raises:
+            ActionLogError: the journal could not write its queued records.
+        """
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
-        self.long_term.close()
+        try:
+            self.long_term.close()
+        finally:
+            if self.journal is not None:
+                self.journal.close()
 
     def _writer_identity(
         self, key: Any, sequence: int, step: int, action: str, identity: ActionIdentity | None

@@ -26,13 +26,70 @@ Epochs are wall-clock milliseconds. PyFlink gives Python functions no checkpoint
 notifications, so retention is a time window: a record is pruned once it is older than
 ``retention_ms`` *and* this attempt has run for ``retention_ms`` (records written before a
 restart stay until the replay that needs them is long past). See docs/consistency.md.
+
+**What is written when** (design section 5: "a durable call's result is durable before the
+action goes on past that call"):
+
+- A durable call's outcome is written synchronously, on the thread that ran the call, before
+  the action sees it (``record_call``): one transaction per call, hidden behind the call's
+  own latency. Nothing else is needed for the guarantee that a recorded call is not paid
+  again.
+- A completed action's record is *encoded* on the operator thread (so a value the
+  serializer cannot store raises ``UnstorableValueError`` there and then, the action's
+  fault) and handed to the journal's **writer**: one daemon thread per journal that writes
+  queued records with ``ActionLog.complete_many``, one transaction per batch. A batch is
+  written when it reaches ``batch_size`` records (512), when ``batch_delay_ms`` (20 ms) have
+  passed since its first record was queued, on ``flush`` or ``close``, whichever comes
+  first. The queue is bounded (``max_queued`` records, ``max_queued_bytes`` of payload):
+  when the writer falls behind, ``complete`` waits for it (backpressure), never holding more.
+  A record lost because the process died before its batch was written costs nothing but
+  CPU: its action runs again on replay, and its durable calls, already in the log, are
+  answered from it. The memory and events the engine applies after ``complete`` returns are
+  Flink state, rolled back with it; a checkpoint taken after them does not replay the run.
+- A failure of the writer is kept and raised, as the ``ActionLogError`` naming the log, from
+  the next operation of the operator thread (``complete``, ``completed``, ``recorder``,
+  ``maybe_prune``) and from ``flush`` and ``close``: the job fails as with any failure of
+  the log. ``record_call`` does not raise it: a paid call's result is still recorded if the
+  log takes it, so the restored attempt need not pay for it again.
+
+**Ordering between queued completions and synchronous operations.** A batch is written
+after operations the operator thread issued later; that is safe because:
+
+- ``prune`` is preceded by ``flush``: otherwise a queued record older than the cutoff would
+  be written after the prune and outlive it (and ``count`` would disagree with ``pruned``).
+- A completion deletes its identity's partial calls. A later ``record_call`` of the same
+  identity in the same journal would need that identity to execute again after it
+  completed, which the runtime never does within one attempt: a retry follows a failed
+  execution (never completed); a restore starts a new attempt, with a new journal. Even if
+  it happened (a test restoring a runner in place), the batch would leave the identity with
+  a completed record, which replay prefers to partial calls, so no recorded call is paid
+  again.
+- This journal reads only runs at or below its key's entry in the run index, loaded when it
+  was created: its own queued records are never read back by it.
+- A later attempt sees a record once its batch is written. ``close`` (and ``flush``) write
+  everything queued, which the runners do when an attempt ends. Should a writer of an
+  earlier attempt still be running in a live process while a new attempt replays, the
+  lookup stays consistent because ``complete_many`` swaps partial calls for the record
+  atomically and ``completed`` reads in the order record, calls, then the record again when
+  no calls were found: whichever side of the swap each read falls on, the action is either
+  replayed from its record or re-executed with its recorded calls.
+- The run index is unaffected by a lost record in the way that matters: an action with
+  durable calls has its run indexed from its first recorded call on (written
+  synchronously), so its calls are found; an action without calls whose record was lost
+  just runs again, as a new run would.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import functools
 import json
+import threading
 import time
 import uuid
+import weakref
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -45,12 +102,22 @@ from flink_agents.runtime.action_log import (
     ActionLogError,
     ActionRecord,
     DurableCall,
+    EncodedRecord,
     UnstorableValueError,
     digest_args,
 )
 from flink_agents.runtime.action_log._ids import NAMESPACE
 
 Clock = Callable[[], int]
+
+BATCH_SIZE = 512
+"""Completed records per transaction, at most (a full batch is written at once)."""
+BATCH_DELAY_MS = 20
+"""How long a queued completed record waits for others before its batch is written."""
+MAX_QUEUED = 4096
+"""Completed records queued or being written, at most; ``complete`` waits beyond."""
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
+"""Payload bytes queued or being written, at most; ``complete`` waits beyond."""
 
 
 def now_ms() -> int:
@@ -60,15 +127,31 @@ def now_ms() -> int:
 def canonical_key(key: Any) -> str:
     """The key as the log stores it: JSON where possible (``"a"`` and ``1`` stay apart),
     else its ``repr``; equal in every process."""
+    if type(key) is str:  # the common case, computed once per key (three times per run)
+        return _canonical_str(key)
+    return _canonical(key)
+
+
+def _canonical(key: Any) -> str:
     try:
         return json.dumps(key, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
         return f"repr:{key!r}"
 
 
+_canonical_str = functools.lru_cache(maxsize=8192)(_canonical)
+
+
+@functools.lru_cache(maxsize=8192)
+def _json_string(text: str) -> str:
+    return json.dumps(text)
+
+
 def input_event_id(job: str, key: Any, run_sequence: int) -> uuid.UUID:
     """The id of a run's ``InputEvent``: the same when the input is replayed."""
-    name = json.dumps(["input", job, canonical_key(key), run_sequence])
+    # The text of json.dumps(["input", job, canonical_key(key), run_sequence]), built from
+    # cached parts.
+    name = f'["input", {_json_string(job)}, {_json_string(canonical_key(key))}, {run_sequence:d}]'
     return uuid.uuid5(NAMESPACE, name)
 
 
@@ -89,6 +172,12 @@ class ActionJournal:
             for a new job, or its fresh run sequences would hit old records).
         retention_ms: how long records are kept (see the module docstring).
         clock: milliseconds now; injectable for tests.
+        batch_size: completed records per transaction, at most.
+        batch_delay_ms: how long a completed record waits for others to share its batch.
+        max_queued: completed records queued or being written, at most (backpressure).
+        max_queued_bytes: their payload bytes, at most (backpressure).
+
+    The journal owns ``log`` once created: ``close`` closes it.
 
     Raises:
         ActionLogError: the run index cannot be loaded.
@@ -100,6 +189,8 @@ class ActionJournal:
         replayed_actions: completed actions found in the log.
         reused_calls: durable calls answered from the log.
         pruned: actions removed by ``maybe_prune``.
+        batches: transactions the writer committed (each holding one or more records).
+        written: completed records the writer committed.
     """
 
     def __init__(
@@ -109,6 +200,10 @@ class ActionJournal:
         *,
         retention_ms: int = 600_000,
         clock: Clock = now_ms,
+        batch_size: int = BATCH_SIZE,
+        batch_delay_ms: float = BATCH_DELAY_MS,
+        max_queued: int = MAX_QUEUED,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
     ) -> None:
         self.log = log
         self.job = job
@@ -121,8 +216,26 @@ class ActionJournal:
         self.replayed_actions = 0
         self.reused_calls = 0
         self.pruned = 0
+        self._preloaded: tuple[ActionIdentity, list[DurableCall]] | None = None
+        self._closed = False
         with self._operation("loading the run index"):
             self._index: dict[str, int] = dict(log.run_index(job))
+        self._writer = _CompletionWriter(
+            log,
+            weakref.ref(self),
+            batch_size=batch_size,
+            delay_s=batch_delay_ms / 1000,
+            max_queued=max_queued,
+            max_queued_bytes=max_queued_bytes,
+        )
+
+    @property
+    def batches(self) -> int:
+        return self._writer.batches
+
+    @property
+    def written(self) -> int:
+        return self._writer.written
 
     def identity(self, key: Any, run_sequence: int, step: int, action: str) -> ActionIdentity:
         return ActionIdentity(self.job, canonical_key(key), run_sequence, step, action)
@@ -139,14 +252,31 @@ class ActionJournal:
         Raises:
             ActionLogError: the log failed.
         """
+        if self._writer.failure is not None:
+            raise self._writer.failure
+        self._preloaded = None
         if not self.may_have_records(identity):
             return None
+        # Record, calls, then the record again if there were no calls: a completion written
+        # meanwhile (by a writer of an earlier attempt) swaps calls for the record in one
+        # transaction, so the action is either replayed or re-executed with its calls.
+        record = self._look_up(identity)
+        if record is None:
+            self.reads += 1
+            with self._operation("loading the recorded durable calls"):
+                calls = self.log.calls(identity)
+            if not calls:
+                record = self._look_up(identity)
+            if record is None:
+                self._preloaded = (identity, calls)  # for the recorder that follows
+                return None
+        self.replayed_actions += 1
+        return record
+
+    def _look_up(self, identity: ActionIdentity) -> ActionRecord | None:
         self.reads += 1
         with self._operation("looking up a completed action"):
-            record = self.log.completed(identity)
-        if record is not None:
-            self.replayed_actions += 1
-        return record
+            return self.log.completed(identity)
 
     def recorder(self, identity: ActionIdentity, look_up: bool) -> CallRecorder:
         """The durable-call recorder of one execution of an action. Its recorded calls are
@@ -156,15 +286,22 @@ class ActionJournal:
         Raises:
             ActionLogError: the log failed.
         """
+        if self._writer.failure is not None:
+            raise self._writer.failure
+        preloaded, self._preloaded = self._preloaded, None
         recorded: list[DurableCall] = []
-        if look_up or self.may_have_records(identity):
+        if preloaded is not None and preloaded[0] == identity:
+            recorded = preloaded[1]  # loaded by ``completed`` just now
+        elif look_up or self.may_have_records(identity):
             self.reads += 1
             with self._operation("loading the recorded durable calls"):
                 recorded = self.log.calls(identity)
         return CallRecorder(self, identity, recorded)
 
     def record_call(self, identity: ActionIdentity, call: DurableCall) -> None:
-        """Store a durable call's outcome (on the thread that ran it).
+        """Store a durable call's outcome (on the thread that ran it), synchronously: it is
+        durable when this returns. A failure of the completion writer is not raised here
+        (see the module docstring).
 
         Raises:
             ActionLogError: the log failed.
@@ -181,17 +318,55 @@ class ActionJournal:
         events: Sequence[Event],
         calls: Sequence[DurableCall],
     ) -> None:
-        """Store a completed action's record.
+        """Queue a completed action's record for the writer, encoded here.
+
+        It is written with others in one transaction, within ``batch_delay_ms`` (or at once
+        when a batch is full); ``flush`` waits for it. When the writer is ``max_queued``
+        records behind, this waits for it.
 
         Raises:
-            ActionLogError: the log failed.
-            UnstorableValueError: part of the record cannot be serialized.
+            ActionLogError: the log failed, now or when the writer wrote earlier records.
+            UnstorableValueError: part of the record cannot be serialized; nothing is queued.
         """
+        if self._writer.failure is not None:
+            raise self._writer.failure
         record = ActionRecord(
             identity, sensory, short_term, tuple(events), tuple(calls), self.clock()
         )
-        with self._operation("recording a completed action"):
-            self.log.complete(record)
+        try:
+            encoded = self.log.encode(record)
+        except UnstorableValueError:
+            raise
+        except Exception as error:
+            raise _log_error(self.log, "recording completed actions", error) from error
+        self._writer.submit(encoded)
+
+    def flush(self) -> None:
+        """Wait until every completed record queued so far is written.
+
+        Raises:
+            ActionLogError: the writer failed (now or before), or was stopped before writing
+                them.
+        """
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Write everything queued, stop the writer and close the log. Idempotent; the
+        journal is unusable afterwards.
+
+        Raises:
+            ActionLogError: the writer failed (now or before): some completed records were
+                not written (the log is closed all the same).
+        """
+        if self._closed:
+            if self._writer.failure is not None:
+                raise self._writer.failure
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+        finally:
+            self.log.close()
 
     def maybe_prune(self, oldest_in_flight: Callable[[], int | None] = lambda: None) -> int:
         """Prune expired records, at most every quarter of the retention period.
@@ -199,9 +374,14 @@ class ActionJournal:
         ``oldest_in_flight`` tells when the oldest action still running in this process
         started: its partial calls must survive however long it takes.
 
+        Queued completed records are written first (``flush``), so that none older than the
+        cutoff is written after the prune.
+
         Raises:
-            ActionLogError: the log failed.
+            ActionLogError: the log failed (now or in the writer).
         """
+        if self._writer.failure is not None:
+            raise self._writer.failure
         now = self.clock()
         if now - self._last_prune_ms < self.retention_ms // 4:
             return 0
@@ -212,6 +392,7 @@ class ActionJournal:
         oldest = oldest_in_flight()
         if oldest is not None:
             cutoff = min(cutoff, oldest)
+        self.flush()
         with self._operation("pruning expired records"):
             removed = self.log.prune(self.job, cutoff)
         self.pruned += removed
@@ -226,8 +407,13 @@ class ActionJournal:
         except UnstorableValueError:
             raise
         except Exception as error:
-            cause = self.log.redact(f"{type(error).__name__}: {error}")
-            raise ActionLogError(f"action log {self.log.name}: {what} failed: {cause}") from error
+            raise _log_error(self.log, what, error) from error
+
+
+def _log_error(log: ActionLog, what: str, error: BaseException) -> ActionLogError:
+    """The ``ActionLogError`` for ``error``, naming ``log`` and ``what`` was being done."""
+    cause = log.redact(f"{type(error).__name__}: {error}")
+    return ActionLogError(f"action log {log.name}: {what} failed: {cause}")
 
 
 class CallRecorder:
@@ -261,7 +447,8 @@ class CallRecorder:
         """
         if self.infrastructure_error is not None:
             raise self.infrastructure_error
-        return [self._finished[i] for i in sorted(self._finished)]
+        finished = self._finished
+        return [finished[i] for i in sorted(finished)] if finished else []
 
     def begin(self, function: Callable[..., Any], args: tuple, kwargs: dict) -> CallSlot:
         """The next call: with its recorded outcome if the log has a matching one."""
@@ -335,3 +522,218 @@ class CallSlot:
             raise
         self.recorder.finish(self, result, None)
         return result
+
+
+class _CompletionWriter:
+    """The daemon thread that writes one journal's completed records, in batches.
+
+    What the journal's threads share with it is guarded by ``_cond``: the queue, the counts
+    (records and payload bytes submitted, taken into a batch, written) and the requests
+    (``_flush_upto``: write at once until that many records are taken; ``_stopping``;
+    ``_discarded``). Each batch is written outside the lock, in one ``complete_many``
+    transaction, and its records count as queued until it is committed, so the bounds hold
+    the batch in flight too.
+
+    The thread holds its journal only weakly: a journal dropped without ``close`` gets its
+    queue written and its thread ended (it notices within ``IDLE_WAIT_S``). An interpreter
+    that exits writes what is queued first (``_write_all_at_exit``).
+    """
+
+    IDLE_WAIT_S = 1.0
+    """The longest wait without a notification: bounds how long a dead journal or writer
+    goes unnoticed."""
+
+    def __init__(
+        self,
+        log: ActionLog,
+        owner: weakref.ref[ActionJournal],
+        *,
+        batch_size: int,
+        delay_s: float,
+        max_queued: int,
+        max_queued_bytes: int,
+    ) -> None:
+        if batch_size < 1 or max_queued < batch_size or max_queued_bytes < 1 or delay_s < 0:
+            raise ValueError(
+                "the action journal needs batch_size >= 1, max_queued >= batch_size, "
+                f"max_queued_bytes >= 1 and batch_delay_ms >= 0 (got {batch_size}, "
+                f"{max_queued}, {max_queued_bytes}, {delay_s * 1000})"
+            )
+        self._log = log
+        self._owner = owner
+        self.batch_size = batch_size
+        self.delay_s = delay_s
+        self.max_queued = max_queued
+        self.max_queued_bytes = max_queued_bytes
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[EncodedRecord] = deque()
+        self._first_at = 0.0  # when the oldest queued record was queued (time.monotonic)
+        self._submitted = 0
+        self._submitted_bytes = 0
+        self._taken = 0
+        self._written_bytes = 0
+        self._flush_upto = 0
+        self._stopping = False
+        self._discarded = False
+        self.written = 0
+        self.batches = 0
+        self.failure: ActionLogError | None = None
+        self._thread = threading.Thread(target=self._run, name="action-log-writer", daemon=True)
+        self._thread.start()
+        _LIVE_WRITERS.add(self)
+
+    # -- the journal's side ----------------------------------------------------------------
+
+    def submit(self, record: EncodedRecord) -> None:
+        """Queue ``record``; wait while the queue is full.
+
+        Raises:
+            ActionLogError: the writer failed, or was stopped.
+        """
+        size = len(record.payload)
+        cond = self._cond
+        with cond:
+            while self._submitted > self.written and (
+                self._submitted - self.written >= self.max_queued
+                or self._submitted_bytes - self._written_bytes + size > self.max_queued_bytes
+            ):
+                self._check_usable(waiting=True)
+                self._flush_upto = max(self._flush_upto, self._submitted)  # behind: write now
+                cond.notify_all()
+                cond.wait(self.IDLE_WAIT_S)
+            self._check_usable(waiting=False)
+            queue = self._queue
+            if not queue:
+                self._first_at = time.monotonic()
+                cond.notify_all()  # the writer waits for a first record without a deadline
+            queue.append(record)
+            self._submitted += 1
+            self._submitted_bytes += size
+            if len(queue) == self.batch_size:
+                cond.notify_all()  # a full batch: no need to wait for the delay
+
+    def flush(self) -> None:
+        """Wait until every record submitted so far is written.
+
+        Raises:
+            ActionLogError: the writer failed, or was stopped before writing them.
+        """
+        cond = self._cond
+        with cond:
+            target = self._submitted
+            if self._flush_upto < target:
+                self._flush_upto = target
+                cond.notify_all()
+            while self.written < target:
+                self._check_usable(waiting=True)
+                cond.wait(self.IDLE_WAIT_S)
+            if self.failure is not None:
+                raise self.failure
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write everything queued and end the thread (waiting at most ``timeout``).
+
+        Raises:
+            ActionLogError: the writer failed, or (after ``timeout``) has not written
+                everything yet.
+        """
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        if self.failure is not None:
+            raise self.failure
+        if self._discarded:
+            return
+        with self._cond:
+            unwritten = self._submitted - self.written
+        if unwritten:
+            error = TimeoutError(f"{unwritten} completed records not written in {timeout} s")
+            raise _log_error(self._log, "recording completed actions", error)
+        _LIVE_WRITERS.discard(self)
+
+    def discard(self) -> int:
+        """Drop what is queued and end the thread, as if the process had died: a batch
+        being written still commits (or not) as it would. Returns the records dropped."""
+        with self._cond:
+            dropped = len(self._queue)
+            self._queue.clear()
+            self._discarded = True
+            self._cond.notify_all()
+        self._thread.join()
+        _LIVE_WRITERS.discard(self)
+        return dropped
+
+    def _check_usable(self, *, waiting: bool) -> None:
+        """Raise what makes the writer unable to take (or, ``waiting``, to write) records:
+        its failure, or its end. Called under the lock."""
+        if self.failure is not None:
+            raise self.failure
+        if self._discarded or (self._stopping and not waiting):
+            error = RuntimeError("the action journal is closed")
+        elif waiting and not self._thread.is_alive():
+            error = RuntimeError("the action log writer has stopped")
+        else:
+            return
+        raise _log_error(self._log, "recording completed actions", error)
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        cond, queue = self._cond, self._queue
+        while True:
+            with cond:
+                while True:
+                    if self._discarded:
+                        return
+                    if self._owner() is None:
+                        self._stopping = True  # its journal is gone: write the rest, end
+                    queued = len(queue)
+                    if not queued:
+                        if self._stopping:
+                            return
+                        cond.wait(self.IDLE_WAIT_S)
+                        continue
+                    if (
+                        queued >= self.batch_size
+                        or self._stopping
+                        or self._flush_upto > self._taken
+                    ):
+                        break
+                    remaining = self._first_at + self.delay_s - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    cond.wait(min(remaining, self.IDLE_WAIT_S))
+                count = min(queued, self.batch_size)
+                batch = [queue.popleft() for _ in range(count)]
+                self._taken += count
+                # What is left waited at least as long as this batch: it goes next, at once.
+            try:
+                self._log.complete_many(batch)
+            except BaseException as error:
+                failure = _log_error(self._log, "recording completed actions", error)
+                failure.__cause__ = error
+                with cond:
+                    self.failure = failure
+                    queue.clear()
+                    cond.notify_all()
+                return
+            size = sum(len(record.payload) for record in batch)
+            with cond:
+                self.written += count
+                self._written_bytes += size
+                self.batches += 1
+                cond.notify_all()
+
+
+_LIVE_WRITERS: weakref.WeakSet[_CompletionWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _write_all_at_exit() -> None:
+    """Write what unclosed journals left queued when the interpreter exits (a local script
+    that never closed its journal). A record lost here would only cost a re-run on replay,
+    so failures are ignored and the wait is bounded."""
+    for writer in list(_LIVE_WRITERS):
+        with contextlib.suppress(Exception):
+            writer.close(timeout=10)

@@ -5,9 +5,12 @@ snapshot, the log (outside state) keeps everything, and the same inputs arrive a
 from __future__ import annotations
 
 import contextlib
+import gc
 import resource
 import shutil
 import signal
+import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator
@@ -30,6 +33,7 @@ from flink_agents.runtime._local import LocalRunner
 from flink_agents.runtime.action_log import (
     ActionIdentity,
     ActionLogError,
+    ActionRecord,
     DurableCall,
     InMemoryActionLog,
     UnstorableValueError,
@@ -82,9 +86,9 @@ class CountingLog(InMemoryActionLog):
         self._do("record_call")
         super().record_call(identity, call, epoch)
 
-    def complete(self, record):
+    def complete_many(self, records):  # what complete() and the journal's writer call
         self._do("complete")
-        super().complete(record)
+        super().complete_many(records)
 
     def prune(self, job, before_epoch):
         self._do("prune")
@@ -132,6 +136,17 @@ def journal(log, job: str = "job-1", **kwargs) -> ActionJournal:
     return ActionJournal(log, job, **kwargs)
 
 
+def end_attempt(attempt: ActionJournal) -> None:
+    """The attempt's completed records reach the log, as when a runner closes it before
+    the next attempt starts (``crash`` is the other way an attempt ends)."""
+    attempt.flush()
+
+
+def crash(attempt: ActionJournal) -> None:
+    """The attempt's process dies: completed records still queued are lost."""
+    attempt._writer.discard()
+
+
 def ledger_plan(tmp_path):
     plan = to_plan(LedgerAgent)
     return plan.model_copy(update={"config": {"ledger": str(tmp_path / "ledger.jsonl")}})
@@ -156,6 +171,7 @@ def test_restore_replays_completed_actions_without_calling_again(tmp_path, backe
     calls_before_failure = len(read_ledger(tmp_path / "ledger.jsonl"))
     maps_before_failure = first.snapshot()
     assert first_attempt.reads == 0  # it never failed
+    end_attempt(first_attempt)
 
     # The job fails; Flink restores the checkpoint and the source replays records[5:].
     second_attempt = journal(log)
@@ -202,6 +218,7 @@ def test_a_restored_attempt_reads_only_the_runs_the_failed_one_reached(tmp_path)
     run_all(first, records[:5])
     checkpoint = first.snapshot()
     run_all(first, records[5:9])  # each of the 3 keys reaches run 3; then the job fails
+    end_attempt(first.engine.journal)
 
     restored = journal(log)
     second = LocalRunner(plan, journal=restored)
@@ -221,6 +238,7 @@ def test_the_run_index_bounds_what_may_be_replayed():
     first = journal(log)
     first.complete(first.identity("a", 3, 1, "act"), MemoryDelta(), MemoryDelta(), [], [])
     first.record_call(first.identity("b", 2, 1, "act"), DurableCall(0, "f", "d"))
+    end_attempt(first)
     restored = journal(log)
     assert [restored.may_have_records(restored.identity("a", r, 9, "x")) for r in (1, 3, 4)] == [
         True,
@@ -273,6 +291,7 @@ def test_a_call_that_no_longer_matches_runs_and_corrects_the_log():
     second = LocalRunner(journal_agents.TwoCalls, journal=journal(log))
     assert second.run("k", {"arg": 2}) == [["first(2)#2", "second(None)#1"]]
     assert CALLS["first"] == 2
+    second.engine.journal.flush()
     record = log.completed(identity)
     assert record.calls[0].args_digest != recorded.args_digest
     assert record.calls[0].result == "first(2)#2"
@@ -365,8 +384,10 @@ class Clock:
 
 
 def test_pruning_waits_a_full_retention_period_after_start_then_drops_old_records():
+    """Completed records wait in the writer's queue here (a delay of a minute): pruning
+    writes them first, else "old" would be written after the prune and outlive it."""
     log, clock = InMemoryActionLog(), Clock()
-    logged = journal(log, retention_ms=1000, clock=clock)
+    logged = journal(log, retention_ms=1000, clock=clock, batch_delay_ms=60_000)
     runner = LocalRunner(journal_agents.TwoCalls, journal=logged)
     runner.run("old", {})
     clock.now += 900
@@ -374,12 +395,251 @@ def test_pruning_waits_a_full_retention_period_after_start_then_drops_old_record
     assert logged.maybe_prune() == 0  # up for less than the retention: keep everything
     assert log.count("job-1") == 2
     clock.now += 300  # "old" is 1200 ms old, "new" 300 ms
+    assert logged.written == 0  # both still queued
     assert logged.maybe_prune() == 1
+    assert logged.written == 2
     assert log.count("job-1") == 1
+    assert log.completed(logged.identity("old", 1, 1, "work")) is None
+    assert log.completed(logged.identity("new", 1, 1, "work")) is not None
     assert logged.maybe_prune() == 0  # at most every quarter of the retention period
     clock.now += 2000
     assert logged.maybe_prune(lambda: clock.now - 5000) == 0  # an action still in flight
     assert logged.pruned == 1
+
+
+# -- completed records written in batches, off the operator thread (issue 13) -------------
+
+
+class BatchLog(InMemoryActionLog):
+    """An in-memory log that keeps the size of every ``complete_many`` transaction, and
+    holds the writer inside one while ``gate`` is clear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.writing = threading.Event()
+
+    def complete_many(self, records):
+        self.writing.set()
+        self.gate.wait()
+        self.batches.append(len(records))
+        super().complete_many(records)
+
+
+def complete_one(attempt: ActionJournal, step: int, *, key: str = "k", events=()) -> None:
+    identity = attempt.identity(key, 1, step, "act")
+    attempt.complete(identity, MemoryDelta(), MemoryDelta(puts={"n": step}), events, [])
+
+
+def eventually(condition, timeout_s: float = 10.0) -> bool:
+    """Whether ``condition()`` holds within ``timeout_s`` (for work on the writer thread)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_completed_records_are_written_in_batches_on_flush_and_close():
+    """Full batches are written at once, the rest on flush and close: each batch one
+    complete_many transaction, every record readable afterwards."""
+    log = BatchLog()
+    logged = journal(log, batch_size=8, batch_delay_ms=60_000)  # no delay-driven writes
+    for step in range(1, 21):
+        complete_one(logged, step)
+    assert eventually(lambda: log.batches == [8, 8])  # the two full batches
+    assert logged.written == 16 and log.count("job-1") == 16
+    logged.flush()
+    assert log.batches == [8, 8, 4] and logged.batches == 3 and logged.written == 20
+    assert [log.completed(logged.identity("k", 1, s, "act")).short_term.puts for s in (1, 20)] == [
+        {"n": 1},
+        {"n": 20},
+    ]
+    for step in range(21, 26):
+        complete_one(logged, step)
+    logged.close()
+    assert log.batches == [8, 8, 4, 5] and log.count("job-1") == 25
+    logged.close()  # idempotent
+
+
+def test_a_queued_record_is_written_after_the_delay_without_a_flush():
+    log = BatchLog()
+    logged = journal(log, batch_delay_ms=5)
+    for step in range(1, 4):
+        complete_one(logged, step)
+    assert eventually(lambda: log.count("job-1") == 3)
+    assert sum(log.batches) == 3
+    logged.close()
+
+
+@pytest.mark.parametrize("bound", ["records", "bytes"])
+def test_complete_waits_while_the_writer_is_behind(bound):
+    """Backpressure: with the writer stuck in a transaction, complete() returns until the
+    queue (the batch in flight included) holds max_queued records or bytes, then waits."""
+    log = BatchLog()
+    log.gate.clear()
+    payload = len(
+        log.encode(
+            ActionRecord(
+                ActionIdentity("job-1", '"k"', 1, 1, "act"),
+                MemoryDelta(),
+                MemoryDelta(puts={"n": 1}),
+                (),
+                (),
+                0,
+            )
+        ).payload
+    )
+    limits = {"max_queued": 4} if bound == "records" else {"max_queued_bytes": 4 * payload + 1}
+    logged = journal(log, batch_size=2, batch_delay_ms=0, **limits)
+    complete_one(logged, 1)
+    assert log.writing.wait(10)  # the writer holds record 1 in its transaction
+    for step in range(2, 5):
+        complete_one(logged, step)  # 4 queued or in flight: the limit
+    fifth = threading.Thread(target=complete_one, args=(logged, 5))
+    fifth.start()
+    fifth.join(0.3)
+    assert fifth.is_alive()  # waiting for the writer
+    assert logged.written == 0
+    log.gate.set()
+    fifth.join(10)
+    assert not fifth.is_alive()
+    logged.flush()
+    assert log.count("job-1") == 5 and logged.written == 5
+    logged.close()
+
+
+def test_an_unstorable_record_raises_in_complete_and_queues_nothing():
+    """Encoding happens on the calling thread: the action's fault, raised synchronously;
+    the writer is unaffected."""
+    log = BatchLog()
+    logged = journal(log)
+    with pytest.raises(UnstorableValueError, match="action 'act'"):
+        complete_one(logged, 1, events=[OutputEvent(output=threading.Lock())])
+    complete_one(logged, 2)
+    logged.flush()
+    assert log.batches == [1] and logged.written == 1
+    assert log.completed(logged.identity("k", 1, 1, "act")) is None
+    logged.close()
+
+
+@pytest.mark.parametrize(
+    "operation", ["complete", "completed", "recorder", "maybe_prune", "flush", "close"]
+)
+def test_a_writer_failure_is_raised_by_the_next_operation(operation):
+    """The writer's failure is kept and raised, naming the log, by whatever the operator
+    thread does next with the journal, and by flush and close (which still close the log)."""
+    log, clock = CountingLog("complete"), Clock()
+    logged = journal(log, clock=clock, retention_ms=1000, batch_delay_ms=0)
+    complete_one(logged, 1)  # queued: the failure comes later, on the writer thread
+    assert eventually(lambda: logged._writer.failure is not None)
+    identity = logged.identity("k", 1, 2, "act")
+    clock.now += 2000
+    operations = {
+        "complete": lambda: complete_one(logged, 2),
+        "completed": lambda: logged.completed(identity),
+        "recorder": lambda: logged.recorder(identity, look_up=False),
+        "maybe_prune": logged.maybe_prune,
+        "flush": logged.flush,
+        "close": logged.close,
+    }
+    with pytest.raises(ActionLogError) as raised:
+        operations[operation]()
+    assert str(raised.value) == (
+        "action log memory://: recording completed actions failed: "
+        "OSError: complete: input/output error"
+    )
+    assert isinstance(raised.value.__cause__, OSError)
+    assert log.operations["complete"] == 1 and log.operations["prune"] == 0
+    # A durable call is still recorded: the next attempt need not pay for it again.
+    logged.record_call(identity, DurableCall(0, "f", "d", "paid"))
+    assert [c.result for c in log.calls(identity)] == ["paid"]
+
+
+def test_a_writer_failure_fails_the_job_not_the_action():
+    """Through the engine: the failure surfaces as the log's error on the next action,
+    whatever the error policy, and is not charged to that action."""
+    log = CountingLog("complete")
+    runner = LocalRunner(journal_agents.TwoCalls, journal=journal(log, batch_delay_ms=0))
+    runner.run("k", {"arg": 1})  # completed, its record queued
+    assert eventually(lambda: runner.engine.journal._writer.failure is not None)
+    with pytest.raises(Exception) as raised:
+        runner.run("k", {"arg": 2})
+    assert "recording completed actions failed" in str(log_error_in(raised.value))
+    assert not isinstance(raised.value, ActionExecutionError)
+    assert CALLS["first"] == 1  # the failure was raised before the next action ran
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_crash_loses_only_unwritten_completions_and_replay_reruns_them(tmp_path, backend):
+    """The process dies with completed records still queued: those actions run again on
+    replay, their durable calls answered from the log (no paid call twice); those written
+    before the crash are replayed without running."""
+    log = InMemoryActionLog() if backend == "memory" else open_action_log(tmp_path / "log.db")
+    plan, records = ledger_plan(tmp_path), make_records(12, 3)
+    first_attempt = journal(log, batch_delay_ms=60_000)  # written only when flushed
+    first = LocalRunner(plan, journal=first_attempt)
+    run_all(first, records[:5])
+    checkpoint = first.snapshot()
+    after_checkpoint = run_all(first, records[5:8])
+    first_attempt.flush()  # these 3 runs (6 actions) reach the log
+    after_checkpoint += run_all(first, records[8:])  # these 4 runs' records stay queued
+    assert first_attempt.written == 16
+    crash(first_attempt)
+    paid_calls = len(read_ledger(tmp_path / "ledger.jsonl"))
+    assert paid_calls == 24
+
+    second_attempt = journal(log)
+    second = LocalRunner(plan, journal=second_attempt)
+    second.restore(checkpoint)
+    assert run_all(second, records[5:]) == after_checkpoint
+    assert len(read_ledger(tmp_path / "ledger.jsonl")) == paid_calls  # none paid twice
+    assert second_attempt.replayed_actions == 6  # the 3 flushed runs
+    assert second_attempt.reused_calls == 8  # the 4 lost runs: 2 calls each, from the log
+    for user, memory in expected_memory(records).items():
+        assert second.short_term_memory(user) == memory
+    second_attempt.flush()
+    assert log.count("job-1") == 24  # every action of the 12 runs, completed
+    second.engine.close()
+    second_attempt.close()
+
+
+def test_a_journal_dropped_without_close_still_writes_its_queue():
+    log = BatchLog()
+    logged = journal(log, batch_delay_ms=60_000)
+    complete_one(logged, 1)
+    writer = logged._writer
+    del logged
+    gc.collect()
+    assert eventually(lambda: log.count("job-1") == 1)
+    assert eventually(lambda: not writer._thread.is_alive())
+
+
+def test_replay_reads_the_record_again_when_its_calls_vanished_under_it():
+    """A writer of an earlier attempt may commit a completion (record in, partial calls
+    out, one transaction) between the lookup of the record and the load of the calls:
+    the journal then finds the record and replays it instead of paying the calls again."""
+    log = CountingLog()
+    identity = ActionIdentity("job-1", canonical_key("k"), 1, 1, "work")
+    paid_call = DurableCall(0, "f", "d", "paid")
+    log.record_call(identity, paid_call, 1)
+    record = ActionRecord(identity, MemoryDelta(), MemoryDelta(), (), (paid_call,), 1)
+    restored = journal(log)
+    looked_up = log.completed
+
+    def completed_then_commit(identity):
+        found = looked_up(identity)
+        if log.operations["completed"] == 1:
+            log.complete(record)  # the earlier attempt's writer commits right after
+        return found
+
+    log.completed = completed_then_commit
+    assert restored.completed(identity) == record
+    assert (restored.replayed_actions, restored.reads) == (1, 3)
+    assert log.operations["calls"] == 1
 
 
 # -- failures of the log itself (issue 12, item 5) -----------------------------------------
@@ -392,13 +652,14 @@ def test_pruning_waits_a_full_retention_period_after_start_then_drops_old_record
         ("completed", "looking up a completed action"),
         ("calls", "loading the recorded durable calls"),
         ("record_call", "recording a durable call"),
-        ("complete", "recording a completed action"),
+        ("complete", "recording completed actions"),
         ("prune", "pruning expired records"),
     ],
 )
 def test_every_failure_of_the_log_is_an_action_log_error_naming_it(operation, what):
     """Whichever operation fails, the journal raises ActionLogError naming the log and the
-    operation, chained to the cause."""
+    operation, chained to the cause. (A completed record is written by the writer thread:
+    its failure surfaces from the next operation, here ``maybe_prune``.)"""
     log, clock = CountingLog(), Clock()
     earlier = ActionIdentity("job-1", canonical_key("k"), 1, 1, "work")
     log.record_call(earlier, DurableCall(0, "other:function", "d"), clock.now)  # interrupted
@@ -477,6 +738,7 @@ def test_a_sqlite_log_whose_file_is_deleted_mid_run_fails_naming_it(tmp_path):
     path = tmp_path / "logs" / "action-log.db"
     runner = LocalRunner(journal_agents.TwoCalls, journal=journal(open_action_log(path)))
     runner.run("k", {"arg": 1})
+    runner.engine.journal.flush()  # else the writer may notice first (see below)
     shutil.rmtree(path.parent)
     with pytest.raises(Exception) as raised:
         runner.run("k", {"arg": 2})
@@ -501,17 +763,27 @@ def disk_full_at(size: int) -> Iterator[None]:
 
 
 def test_a_full_disk_under_a_sqlite_log_fails_naming_it(tmp_path):
+    """The writer thread's transaction fails: flush raises it, and so does every later
+    operation of that journal; the next attempt's journal works once there is room."""
     path = tmp_path / "action-log.db"
     logged = journal(open_action_log(path))
     identity = logged.identity("k", 1, 1, "work")
     logged.complete(identity, MemoryDelta(), MemoryDelta(), [], [])
+    logged.flush()
     with disk_full_at(4096), pytest.raises(ActionLogError) as raised:
         logged.complete(identity, MemoryDelta(), MemoryDelta(), [], [DurableCall(0, "f", "d")])
+        logged.flush()
     assert str(raised.value).startswith(
-        f"action log sqlite://{path}: recording a completed action failed: OperationalError: "
+        f"action log sqlite://{path}: recording completed actions failed: OperationalError: "
     )
-    logged.complete(identity, MemoryDelta(), MemoryDelta(), [], [])  # room again: it works
-    logged.log.close()
+    with pytest.raises(ActionLogError) as again:
+        logged.complete(identity, MemoryDelta(), MemoryDelta(), [], [])
+    assert again.value is raised.value
+    with pytest.raises(ActionLogError):
+        logged.close()
+    restarted = journal(open_action_log(path))  # room again: it works
+    restarted.complete(identity, MemoryDelta(), MemoryDelta(), [], [])
+    restarted.close()
 
 
 def test_a_dropped_postgres_database_fails_naming_the_log_but_not_its_password(
@@ -524,6 +796,7 @@ def test_a_dropped_postgres_database_fails_naming_the_log_but_not_its_password(
         journal=journal(open_action_log(url.replace("postgres@", f"postgres:{secret}@"))),
     )
     runner.run("k", {"arg": 1})
+    runner.engine.journal.flush()  # else the writer may notice first
     with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
         admin.execute(f"DROP DATABASE {url.rsplit('/', 1)[1]} WITH (FORCE)")
     with pytest.raises(Exception) as raised:

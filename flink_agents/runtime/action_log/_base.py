@@ -15,9 +15,10 @@ from __future__ import annotations
 import pickle
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, NamedTuple, Protocol, Self
 
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event
@@ -70,6 +71,18 @@ class ActionRecord:
     events: tuple[Event, ...]
     calls: tuple[DurableCall, ...]
     epoch: int
+
+
+class EncodedRecord(NamedTuple):
+    """A completed record ready to store: its identity, its epoch and its payload (the rest
+    of the record, serialized). ``ActionLog.encode`` makes it, on the thread that completed
+    the action, so that a value the serializer cannot store fails there and then;
+    ``ActionLog.complete_many`` stores it, possibly later and on another thread. (A named
+    tuple: one is made per completed action, on the hot path.)"""
+
+    identity: ActionIdentity
+    epoch: int
+    payload: bytes
 
 
 class RecordedError(Exception):
@@ -143,7 +156,8 @@ class ActionLog(ABC):
     - Every method is safe to call from several threads of one process; backends shared by
       processes (SQLite file, PostgreSQL) are also safe across processes.
     - Writes are durable and atomic when the method returns: a reader never sees a completed
-      record without its events, nor a call without the calls before it.
+      record without its events, nor a call without the calls before it. ``complete_many``
+      stores its whole batch in one transaction: all of it or none of it.
     - Values are stored through the serializer, never by reference: changing an object after
       recording it does not change the log.
     - ``job`` partitions everything: no method ever reads or removes another job's rows.
@@ -154,6 +168,9 @@ class ActionLog(ABC):
       error, ``OSError``): the journal wraps them in ``ActionLogError`` with ``name`` and the
       operation. ``name`` and ``redact`` must keep passwords out of messages.
     """
+
+    serializer: Serializer
+    """How payloads become bytes; every backend sets it in its constructor."""
 
     @property
     def name(self) -> str:
@@ -204,7 +221,14 @@ class ActionLog(ABC):
                 are stored as ``RecordedError`` instead); nothing was written.
         """
 
-    @abstractmethod
+    def encode(self, record: ActionRecord) -> EncodedRecord:
+        """``record`` serialized, ready for ``complete_many``; nothing is written.
+
+        Raises:
+            UnstorableValueError: part of the record cannot be serialized.
+        """
+        return EncodedRecord(record.identity, record.epoch, encode_record(self.serializer, record))
+
     def complete(self, record: ActionRecord) -> None:
         """Store ``record`` and delete its identity's partial calls, in one transaction.
 
@@ -213,6 +237,18 @@ class ActionLog(ABC):
         Raises:
             UnstorableValueError: part of the record cannot be serialized; nothing was
                 written.
+        """
+        self.complete_many((self.encode(record),))
+
+    @abstractmethod
+    def complete_many(self, records: Sequence[EncodedRecord]) -> None:
+        """Store several encoded completed records in **one** transaction, as ``complete``
+        stores one: each replaces any earlier record of its identity and deletes its
+        identity's partial calls. They are applied in order, so when an identity appears
+        twice the later record wins. An empty sequence writes nothing.
+
+        This is how the journal writes completed actions, in batches, off the thread that
+        ran them (see ``flink_agents.runtime._journal``).
         """
 
     @abstractmethod
@@ -322,15 +358,25 @@ def _delta_tuple(delta: MemoryDelta) -> tuple[Any, ...]:
 
 
 def encode_record(serializer: Serializer, record: ActionRecord) -> bytes:
-    """The payload of a completed record (its identity and epoch are stored beside it)."""
+    """The payload of a completed record (its identity and epoch are stored beside it).
+
+    On the hot path (once per completed action, on the thread that ran it): no work beyond
+    the serializer's is done unless it fails.
+    """
+    calls = record.calls
     body = {
         "sensory": _delta_tuple(record.sensory),
         "short_term": _delta_tuple(record.short_term),
         "events": tuple(record.events),
-        "calls": tuple(_call_tuple(serializer, call) for call in record.calls),
+        "calls": tuple([_call_tuple(serializer, call) for call in calls]) if calls else (),
     }
-    what = f"the record of action '{record.identity.action}'"
-    return _dumps(serializer, (PAYLOAD_VERSION, body), what)
+    try:
+        return serializer.dumps((PAYLOAD_VERSION, body))
+    except Exception as error:
+        what = f"the record of action '{record.identity.action}'"
+        raise UnstorableValueError(
+            f"cannot serialize {what} for the action log: {error}"
+        ) from error
 
 
 def decode_record(

@@ -8,18 +8,19 @@ survive the process, so it suits the local runner and tests, not recovery.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,
     ActionLog,
     ActionRecord,
     DurableCall,
+    EncodedRecord,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
     encode_call,
-    encode_record,
 )
 
 
@@ -82,11 +83,11 @@ class InMemoryActionLog(ActionLog):
             partial.payloads[call.index] = payload
             partial.epoch = max(partial.epoch, epoch)
 
-    def complete(self, record: ActionRecord) -> None:
-        payload = encode_record(self.serializer, record)
-        with self._lock:
-            self._records[record.identity] = (record.epoch, payload)
-            self._partials.pop(record.identity, None)
+    def complete_many(self, records: Sequence[EncodedRecord]) -> None:
+        with self._lock:  # one lock hold: another thread sees all of the batch or none
+            for record in records:
+                self._records[record.identity] = (record.epoch, record.payload)
+                self._partials.pop(record.identity, None)
 
     def prune(self, job: str, before_epoch: int) -> int:
         with self._lock:

@@ -9,7 +9,7 @@ operation is retried once on a new one.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -20,12 +20,12 @@ from flink_agents.runtime.action_log._base import (
     ActionLog,
     ActionRecord,
     DurableCall,
+    EncodedRecord,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
     encode_call,
-    encode_record,
     redact_secrets,
 )
 
@@ -62,6 +62,24 @@ _RUN_INDEX = """SELECT run_key, MAX(run_sequence) FROM (
     UNION ALL
     SELECT run_key, MAX(run_sequence) FROM action_log_calls WHERE job = %s GROUP BY run_key
 ) runs GROUP BY run_key"""
+
+
+# A batch is written with two statements of constant text whatever its size, each taking
+# one array per column (unnest turns them back into rows): two round trips, and the
+# statements are prepared once per connection.
+_UPSERT_RECORDS = (
+    f"INSERT INTO action_log_records ({_ID}, epoch, payload)"
+    " SELECT * FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::text[],"
+    " %b::bigint[], %b::bytea[])"
+    f" ON CONFLICT ({_ID}) DO UPDATE SET epoch = excluded.epoch, payload = excluded.payload"
+)
+_DELETE_CALLS = (
+    "DELETE FROM action_log_calls AS c USING unnest(%b::text[], %b::text[], %b::bigint[],"
+    f" %b::bigint[], %b::text[]) AS done ({_ID})"
+    " WHERE c.job = done.job AND c.run_key = done.run_key"
+    " AND c.run_sequence = done.run_sequence AND c.step = done.step"
+    " AND c.action = done.action"
+)
 
 
 def _key(identity: ActionIdentity) -> tuple[str, str, int, int, str]:
@@ -181,20 +199,29 @@ class PostgresActionLog(ActionLog):
 
         self._run(write)
 
-    def complete(self, record: ActionRecord) -> None:
-        payload = encode_record(self.serializer, record)
-        key = _key(record.identity)
+    def complete_many(self, records: Sequence[EncodedRecord]) -> None:
+        if not records:
+            return
+        # One row per identity, the later record winning: one upsert statement may not
+        # touch a row twice.
+        latest = {record.identity: record for record in records}.values()
+        columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
+        jobs, keys, sequences, steps, actions, epochs, payloads = columns
+        for record in latest:
+            identity = record.identity
+            jobs.append(identity.job)
+            keys.append(identity.key)
+            sequences.append(identity.run_sequence)
+            steps.append(identity.step)
+            actions.append(identity.action)
+            epochs.append(record.epoch)
+            payloads.append(record.payload)
 
         def write(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(
-                f"INSERT INTO action_log_records ({_ID}, epoch, payload)"
-                f" VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT ({_ID})"
-                " DO UPDATE SET epoch = excluded.epoch, payload = excluded.payload",
-                (*key, record.epoch, payload),
-            )
-            conn.execute(f"DELETE FROM action_log_calls WHERE {_WHERE_ID}", key)
+            conn.execute(_UPSERT_RECORDS, columns)
+            conn.execute(_DELETE_CALLS, columns[:5])
 
-        self._run(write)
+        self._run(write)  # idempotent: after a dropped connection it runs again whole
 
     def prune(self, job: str, before_epoch: int) -> int:
         def delete(conn: psycopg.Connection[Any]) -> int:

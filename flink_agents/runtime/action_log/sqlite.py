@@ -13,24 +13,26 @@ operation therefore checks first that the path still names the file it opened.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,
     ActionLog,
     ActionRecord,
     DurableCall,
+    EncodedRecord,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
     encode_call,
-    encode_record,
 )
 
 BUSY_TIMEOUT_MS = 30_000
@@ -65,6 +67,42 @@ _RUN_INDEX = """SELECT run_key, MAX(run_sequence) FROM (
     UNION ALL
     SELECT run_key, MAX(run_sequence) FROM action_log_calls WHERE job = ? GROUP BY run_key
 ) GROUP BY run_key"""
+
+
+# Batches are written with multi-row statements: the sqlite3 module releases the GIL around
+# every step, and each time the writer thread wants it back it may wait for the operator
+# thread's switch interval; one step per chunk instead of one per row keeps that off the
+# writer's path. Chunks are padded to a multiple of _PAD_ROWS by repeating their last row
+# (an upsert and a delete that change nothing), so that a handful of statement texts are
+# prepared and cached rather than one per batch size.
+_CHUNK_ROWS = 128  # 896 parameters: under SQLite's oldest limit (999)
+_PAD_ROWS = 8
+
+
+@functools.cache
+def _upsert_records(rows: int) -> str:
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+    return (
+        f"INSERT INTO action_log_records ({_ID}, epoch, payload) VALUES {values}"
+        f" ON CONFLICT ({_ID}) DO UPDATE SET epoch = excluded.epoch, payload = excluded.payload"
+    )
+
+
+@functools.cache
+def _delete_calls(rows: int) -> str:
+    # The CROSS JOIN keeps the listed identities as the outer loop: one primary-key probe
+    # each, never a scan of the calls table.
+    values = ", ".join(["(?, ?, ?, ?, ?)"] * rows)
+    return (
+        f"WITH done ({_ID}) AS (VALUES {values}) DELETE FROM action_log_calls WHERE rowid IN"
+        f" (SELECT c.rowid FROM done CROSS JOIN action_log_calls AS c USING ({_ID}))"
+    )
+
+
+def _padded(records: Sequence[EncodedRecord]) -> Sequence[EncodedRecord]:
+    """``records`` with the last repeated up to a multiple of ``_PAD_ROWS``."""
+    missing = -len(records) % _PAD_ROWS
+    return [*records, *[records[-1]] * missing] if missing else records
 
 
 def _path_of(path_or_url: str | Path) -> str:
@@ -198,17 +236,22 @@ class SqliteActionLog(ActionLog):
                 (*key, *key),
             )
 
-    def complete(self, record: ActionRecord) -> None:
-        payload = encode_record(self.serializer, record)
-        key = _key(record.identity)
-        with self._write() as db:
-            db.execute(
-                f"INSERT INTO action_log_records ({_ID}, epoch, payload)"
-                f" VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT ({_ID})"
-                " DO UPDATE SET epoch = excluded.epoch, payload = excluded.payload",
-                (*key, record.epoch, payload),
-            )
-            db.execute(f"DELETE FROM action_log_calls WHERE {_WHERE_ID}", key)
+    def complete_many(self, records: Sequence[EncodedRecord]) -> None:
+        if not records:
+            return
+        with self._write() as db:  # one transaction for the whole batch
+            for start in range(0, len(records), _CHUNK_ROWS):
+                chunk = _padded(records[start : start + _CHUNK_ROWS])
+                upserts: list[Any] = []
+                deletes: list[Any] = []
+                for record in chunk:
+                    i = record.identity
+                    key = (i.job, i.key, i.run_sequence, i.step, i.action)
+                    upserts += key
+                    upserts += (record.epoch, record.payload)
+                    deletes += key
+                db.execute(_upsert_records(len(chunk)), upserts)
+                db.execute(_delete_calls(len(chunk)), deletes)
 
     def prune(self, job: str, before_epoch: int) -> int:
         with self._write() as db:

@@ -78,10 +78,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
 
     def close(self) -> None:
         if self._driver is not None:
-            engine = self._driver.engine
-            engine.close()
-            if engine.journal is not None:
-                engine.journal.log.close()
+            self._driver.engine.close()  # the journal and its log too
 
     def process_element(
         self, keyed: tuple[Any, Any], ctx: KeyedProcessFunction.Context

@@ -22,6 +22,7 @@ def test_public_names_are_pinned() -> None:
         "ActionLogError",
         "ActionRecord",
         "DurableCall",
+        "EncodedRecord",
         "InMemoryActionLog",
         "PickleSerializer",
         "RecordedError",
