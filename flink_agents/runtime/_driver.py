@@ -155,7 +155,11 @@ class KeyDriver:
             if control is not None and control.run is not None and (
                 draining or timers.now_ms() >= control.run.retry_at_ms
             ):
-                # Restored from a checkpoint, or due for a retry: run the head action again.
+                # Restored from a checkpoint, or due for a retry: run the head action again
+                # (at the drain, after the rest of its backoff, as its timer would have).
+                remaining_ms = control.run.retry_at_ms - timers.now_ms()
+                if draining and remaining_ms > 0:
+                    time.sleep(remaining_ms / 1000)
                 yield from self._drive(key, control, state, timers, draining=draining)
             return
         future = parked[1].future

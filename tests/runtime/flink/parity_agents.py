@@ -4,7 +4,9 @@ Each output carries its key, so outputs can be grouped per key, and the last out
 key carries a snapshot of its short-term memory.
 """
 
+import sys
 import time
+from pathlib import Path
 
 from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
 from flink_agents.memory import to_dict
@@ -85,3 +87,260 @@ class FanOutAgent(Agent):
         ctx.short_term_memory.set("total", total)
         for i in range(record["count"]):
             ctx.send_event(OutputEvent(output={"key": ctx.key, "n": record["n"], "part": i}))
+
+
+# -- failure paths, async latencies and options: one agent, dispatching on the record's case --
+
+
+def failing(n: int) -> bool:
+    """The deterministic failure trigger of the ``CaseAgent``'s failing cases."""
+    return n % 5 == 3
+
+
+def square(n: int) -> int:
+    return n * n
+
+
+def square_later(n: int, delay_ms: int) -> int:
+    time.sleep(delay_ms / 1000)
+    return n * n
+
+
+def count_call(path: str, delay_ms: int = 0) -> int:
+    """A durable call with a visible side effect: how many times it ran for ``path``."""
+    time.sleep(delay_ms / 1000)
+    return _bump(Path(path))
+
+
+def _bump(path: Path) -> int:
+    """Add one to the count in ``path`` (a file outside the job: Flink workers are other
+    processes) and return it; also notes when, for backoff checks."""
+    with path.open("a") as file:
+        file.write(f"{time.time()}\n")
+    return len(path.read_text().splitlines())
+
+
+class Explode(Event):
+    n: int
+
+
+class SyncCall(Event):
+    n: int
+
+
+class AsyncCall(Event):
+    n: int
+    delay_ms: int
+
+
+class Await(Event):
+    n: int
+    delay_ms: int
+    calls: int
+
+
+class Spin(Event):
+    round: int
+
+
+class Flaky(Event):
+    n: int
+    fail_times: int
+    call: str  # "", "sync" or "async": a durable call before the failure
+
+
+class CaseAgent(Agent):
+    """Dispatches on ``record["case"]``; each output carries the key, the record's ``n`` and
+    its case. Failing cases fail when ``failing(n)``, after writing memory in the failing
+    action (which must not remain) and after an earlier action's writes (which stay):
+
+    - ``ops``: memory writes over two actions, sensory memory between them;
+    - ``fail``: the second action raises (the first already emitted an output);
+    - ``boom``: the input action itself raises, after writing memory;
+    - ``durable-sync`` / ``durable-async``: the action raises after ``ctx.durable_execute``
+      / ``await ctx.durable_execute_async``;
+    - ``async``: one or two durable calls of ``delay_ms`` (never fails);
+    - ``loop``: sends the event it listens to forever (the run's step cap stops it);
+    - ``flaky``: fails its first ``fail_times`` attempts (a per-record counter file under
+      ``config["counter_dir"]``), optionally after a durable call that counts its own runs;
+    - ``probe``: outputs the key's short-term memory and its sensory memory's fields.
+    """
+
+    @action(InputEvent)
+    @staticmethod
+    def route(event: InputEvent, ctx) -> None:
+        record, stm = event.input, ctx.short_term_memory
+        case, n = record["case"], record["n"]
+        if case == "probe":
+            ctx.send_event(
+                OutputEvent(
+                    output={
+                        "key": ctx.key,
+                        "n": n,
+                        "case": case,
+                        "memory": to_dict(stm),
+                        "sensory": ctx.sensory_memory.get_field_names(),
+                    }
+                )
+            )
+            return
+        stm.set("runs", (stm.get("runs") or 0) + 1)
+        stm.set(f"cases.{case}", n)
+        ctx.sensory_memory.set("input.n", n)
+        if case == "ops":
+            profile = stm.get_object("profile") or stm.new_object("profile")
+            profile.set("last", n)
+            if n % 3 == 0:
+                stm.new_object("profile.extra").set("n", n)
+            elif n % 3 == 1:
+                stm.delete("profile.extra")
+            ctx.send_event(Explode(n=-1))  # the second action, which never fails for n < 0
+        elif case == "fail":
+            ctx.send_event(
+                OutputEvent(output={"key": ctx.key, "n": n, "case": case, "at": "route"})
+            )
+            ctx.send_event(Explode(n=n))
+        elif case == "boom":
+            if failing(n):
+                raise RuntimeError(f"boom at record {n}")
+            ctx.send_event(OutputEvent(output={"key": ctx.key, "n": n, "case": case}))
+        elif case == "durable-sync":
+            ctx.send_event(SyncCall(n=n))
+        elif case == "durable-async":
+            ctx.send_event(AsyncCall(n=n, delay_ms=record["delay_ms"]))
+        elif case == "async":
+            ctx.send_event(Await(n=n, delay_ms=record["delay_ms"], calls=1 + n % 2))
+        elif case == "loop":
+            ctx.send_event(Spin(round=0))
+        elif case == "flaky":
+            ctx.send_event(Flaky(n=n, fail_times=record["fail_times"], call=record["call"]))
+        else:
+            raise ValueError(f"unknown case {case!r}")
+
+    @action(Explode)
+    @staticmethod
+    def explode(event: Explode, ctx) -> None:
+        stm, n = ctx.short_term_memory, event.n
+        stm.set("partial", n)
+        if n < 0:  # the second step of "ops"
+            seen = ctx.sensory_memory.get("input.n")
+            stm.set("ops", [*(stm.get("ops") or []), seen])
+            ctx.send_event(OutputEvent(output={"key": ctx.key, "n": seen, "case": "ops"}))
+            return
+        if failing(n):
+            raise ValueError(f"record {n} exploded")
+        ctx.send_event(OutputEvent(output={"key": ctx.key, "n": n, "case": "fail", "at": "end"}))
+
+    @action(SyncCall)
+    @staticmethod
+    def call_sync(event: SyncCall, ctx) -> None:
+        value = ctx.durable_execute(square, event.n)
+        ctx.short_term_memory.set(f"squares.n{event.n}", value)
+        if failing(event.n):
+            raise RuntimeError(f"failed after the sync call of record {event.n}")
+        ctx.send_event(
+            OutputEvent(output={"key": ctx.key, "n": event.n, "case": "durable-sync", "v": value})
+        )
+
+    @action(AsyncCall)
+    @staticmethod
+    async def call_async(event: AsyncCall, ctx) -> None:
+        value = await ctx.durable_execute_async(square_later, event.n, event.delay_ms)
+        ctx.short_term_memory.set(f"squares.n{event.n}", value)
+        if failing(event.n):
+            raise RuntimeError(f"failed after the async call of record {event.n}")
+        ctx.send_event(
+            OutputEvent(output={"key": ctx.key, "n": event.n, "case": "durable-async", "v": value})
+        )
+
+    @action(Await)
+    @staticmethod
+    async def wait(event: Await, ctx) -> None:
+        values = []
+        for i in range(event.calls):
+            values.append(await ctx.durable_execute_async(slow_echo, event.n + i, event.delay_ms))
+        seen = [*(ctx.short_term_memory.get("seen") or []), event.n]
+        ctx.short_term_memory.set("seen", seen)
+        ctx.send_event(
+            OutputEvent(
+                output={"key": ctx.key, "n": event.n, "case": "async", "v": values, "seen": seen}
+            )
+        )
+
+    @action(Spin)
+    @staticmethod
+    def spin(event: Spin, ctx) -> None:
+        ctx.short_term_memory.set("spins", event.round + 1)
+        ctx.send_event(Spin(round=event.round + 1))
+
+    @action(Flaky)
+    @staticmethod
+    async def flaky(event: Flaky, ctx) -> None:
+        counters = Path(ctx.config["counter_dir"])
+        calls = None
+        if event.call == "sync":
+            calls = ctx.durable_execute(count_call, str(counters / f"{event.n}.calls"))
+        elif event.call == "async":
+            calls = await ctx.durable_execute_async(
+                count_call, str(counters / f"{event.n}.calls"), 5
+            )
+        ctx.short_term_memory.set(f"flaky.n{event.n}", calls)
+        attempt = _bump(counters / f"{event.n}.attempts")
+        if attempt <= event.fail_times:
+            raise RuntimeError(f"attempt {attempt} of record {event.n} failed")
+        ctx.send_event(
+            OutputEvent(output={"key": ctx.key, "n": event.n, "case": "flaky", "calls": calls})
+        )
+
+
+def key_of_case(record: dict) -> str:
+    """A key selector function (not a field name): raises for records without ``k``."""
+    return record["k"]
+
+
+class LongTermAgent(Agent):
+    """Long-term memory per key and knowledge shared by every key; outputs are what was
+    found (items and sources, never ids or times, which differ between runners)."""
+
+    @action(InputEvent)
+    @staticmethod
+    def handle(event: InputEvent, ctx) -> None:
+        request = event.input
+        notes = ctx.long_term_memory.create_memory_set("notes", str, capacity=50)
+        facts = ctx.knowledge.create_knowledge_set("facts")
+        op = request["op"]
+        if op == "remember":
+            notes.add(request["text"], tags=request.get("tags"), source=f"user:{ctx.key}")
+            answer = notes.size()
+        elif op == "ask":
+            answer = [[item.item, item.source] for item in notes.search(request["text"], limit=2)]
+        elif op == "recall":
+            found = notes.retrieve(request["tags"])
+            answer = found.item if found else None
+        elif op == "forget":
+            notes.delete()
+            answer = notes.size()
+        elif op == "teach":
+            facts.add(request["text"])
+            answer = facts.size()
+        elif op == "look_up":
+            answer = [item.value for item in facts.search(request["text"], limit=1)]
+        elif op == "probe":
+            answer = to_dict(ctx.short_term_memory)
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        ctx.short_term_memory.set("ops", [*(ctx.short_term_memory.get("ops") or []), op])
+        if request.get("fail"):
+            raise RuntimeError(f"failed after {op} of record {request['id']}")
+        ctx.send_event(
+            OutputEvent(output={"key": ctx.key, "id": request["id"], "op": op, "answer": answer})
+        )
+
+
+class ModeProbeAgent(Agent):
+    """Says whether the Python code runs inside the JVM (PyFlink's thread mode)."""
+
+    @action(InputEvent)
+    @staticmethod
+    def probe(event: InputEvent, ctx) -> None:
+        ctx.send_event(OutputEvent(output={"key": ctx.key, "thread_mode": "pemja" in sys.modules}))
