@@ -41,14 +41,20 @@ from bench._common import (
 )
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import compile_agent
+from flink_agents.runtime import AgentOptions
 
 SECONDS = 0.2
 KEYS = 1000
 THREAD = {"python.execution-mode": "thread"}
 
 
-def agent_stream(env, records: int, limit: int, seconds: float, keys: int, poll_ms: int | None):
-    options: dict[str, object] = {"num_async_threads": limit, "max_in_flight": limit}
+def agent_stream(
+    env, records: int, limit: int | None, seconds: float, keys: int, poll_ms: int | None
+):
+    """The agent over ``records`` records; ``limit`` None keeps the default options."""
+    options: dict[str, object] = {}
+    if limit is not None:
+        options = {"num_async_threads": limit, "max_in_flight": limit}
     if poll_ms is not None:
         options["async_poll_interval_ms"] = poll_ms
     environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
@@ -67,7 +73,7 @@ def agent_stream(env, records: int, limit: int, seconds: float, keys: int, poll_
 
 def agent_job(
     records: int,
-    limit: int,
+    limit: int | None,
     seconds: float,
     config: dict[str, str],
     poll_ms: int | None = None,
@@ -128,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1100,
         help="records of the several-per-key case over 1000 keys (0 to skip)",
     )
+    parser.add_argument(
+        "--defaults-records",
+        type=int,
+        default=2000,
+        help="records of the default-options case: 50 ms calls, 10 records per key (0 to skip)",
+    )
     args = parser.parse_args(argv)
     limits = [int(x) for x in args.limits.split(",")]
     small = {
@@ -152,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    rows, drain_rows = [], []
+    rows, drain_rows, default_rows = [], [], []
     for label, config in configs:
         verify(config, args.poll_ms)  # also the warm-up
         startup = agent_job(10, 1, 0.0, config, args.poll_ms).wall
@@ -183,6 +195,19 @@ def main(argv: list[str] | None = None) -> int:
                 drain_rows.append(
                     (label, records, records - KEYS, limit, t.wall, net, records / net)
                 )
+        if args.defaults_records:
+            # Default options (16 async threads, 256 in flight): the ideal is 16 / 50 ms.
+            n, keys, seconds = args.defaults_records, args.defaults_records // 10, 0.05
+            ideal = AgentOptions().num_async_threads / seconds
+            t = agent_job(n, None, seconds, config, args.poll_ms, keys=keys)
+            net = max(t.wall - startup, 1e-9)
+            percent = f"{100 * n / net / ideal:.0f}%"
+            print(
+                f"  [{label}] default options, {n} calls of {seconds * 1000:.0f} ms over {keys} "
+                f"keys: {t.wall:.2f} s wall, {n / net:.1f} runs/s, {percent} of ideal",
+                flush=True,
+            )
+            default_rows.append((label, n, keys, t.wall, net, n / net, ideal, percent))
     print()
     print("one record per key:")
     headers = ["configuration", "in-flight L", "runs", "wall s", "net s", "runs/s (net)"]
@@ -192,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"a few records per key ({KEYS} keys; the extra records queue behind parked runs):")
         headers = ["configuration", "runs", "keys with 2 runs", "in-flight L", "wall s", "net s"]
         print(table([*headers, "runs/s (net)"], drain_rows))
+    if default_rows:
+        print()
+        print("default options (16 async threads), 50 ms calls, 10 records per key:")
+        headers = ["configuration", "runs", "keys", "wall s", "net s", "runs/s (net)"]
+        print(table([*headers, "ideal 16/0.05s", "% of ideal"], default_rows))
     return 0
 
 

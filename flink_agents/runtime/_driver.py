@@ -47,6 +47,16 @@ class KeyControl:
     """Inputs queued behind ``run``."""
 
 
+class _Polling:
+    """How a parked run is being polled: checks so far, and when its call should end."""
+
+    __slots__ = ("expected_at_ms", "polls")
+
+    def __init__(self, parked_at_ms: int, expected_ms: float | None) -> None:
+        self.polls = 0
+        self.expected_at_ms = None if expected_ms is None else parked_at_ms + round(expected_ms)
+
+
 class KeyState(Protocol):
     """One key's state, as the runner keeps it (dicts locally, keyed state on Flink)."""
 
@@ -97,7 +107,9 @@ class KeyDriver:
         self._caches: dict[Any, tuple[CachedState, CachedState]] = {}
         """The memory caches of parked runs (flushed; kept for their action's context)."""
         self._in_flight: set[Future[Any]] = set()
-        self._polls: dict[Any, int] = {}
+        self._polls: dict[Any, _Polling] = {}
+        self._expected_ms: dict[str, float] = {}
+        """Per action, a moving average of how long its durable calls take to finish."""
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
@@ -165,9 +177,7 @@ class KeyDriver:
         future = parked[1].future
         if not future.done():
             if not draining:
-                polls = self._polls.get(key, 0) + 1
-                self._polls[key] = polls
-                self._poll_later(timers, polls)
+                self._poll_later(self._polls[key], timers)
                 return
             wait([future])
         self._unpark(key)
@@ -279,24 +289,48 @@ class KeyDriver:
 
     def _park(self, run: RunState, suspension: Suspension, timers: Timers) -> None:
         self.parked[run.key] = (run, suspension)
-        self._in_flight.add(suspension.future)
-        suspension.future.add_done_callback(self._in_flight.discard)
+        future, action = suspension.future, suspension.action
+        self._in_flight.add(future)
+        started = time.monotonic()
+        expected, in_flight = self._expected_ms, self._in_flight
+
+        def done(future: Future[Any]) -> None:  # on the executor's thread
+            in_flight.discard(future)
+            took_ms = (time.monotonic() - started) * 1000
+            average = expected.get(action)
+            expected[action] = took_ms if average is None else average + (took_ms - average) / 4
+
+        future.add_done_callback(done)
         run.parked = True
-        self._poll_later(timers)
+        polling = _Polling(timers.now_ms(), self._expected_ms.get(action))
+        self._polls[run.key] = polling
+        self._poll_later(polling, timers)
         timers.wake_at_end()
 
     def _unpark(self, key: Any) -> None:
         del self.parked[key]
         self._polls.pop(key, None)
 
-    def _poll_later(self, timers: Timers, polls: int = 0) -> None:
-        """Check a parked run again later, backing off exponentially: every timer that
-        fires costs a Python call, and hundreds of runs polling every few ms add up."""
+    def _poll_later(self, polling: _Polling, timers: Timers) -> None:
+        """Check a parked run again later, backing off exponentially (every timer that
+        fires costs a Python call, and hundreds of runs polling every few ms add up), with
+        one check when its call is expected to end (its action's recent calls took that
+        long), after which the backoff starts again from the first interval: a call of
+        steady latency is resumed right when it ends, not up to a whole interval later."""
+        now = timers.now_ms()
+        options = self.options
         interval = min(
-            self.options.async_poll_max_interval_ms,
-            self.options.async_poll_interval_ms * 2**polls,
+            options.async_poll_max_interval_ms,
+            options.async_poll_interval_ms * 2**polling.polls,
         )
-        timers.wake_at(timers.now_ms() + interval)
+        due = now + interval
+        polling.polls += 1
+        expected = polling.expected_at_ms
+        if expected is not None and now < expected < due:
+            due = expected
+            polling.expected_at_ms = None
+            polling.polls = 0
+        timers.wake_at(due)
 
     def _oldest_in_flight(self) -> int | None:
         """When the oldest parked action of this driver started (its partial calls in the

@@ -42,7 +42,9 @@ class AgentOptions(BaseModel):
     max_steps_per_run: int = Field(10_000, alias="max-steps-per-run", ge=1)
     async_poll_interval_ms: int = Field(5, alias="async-poll-interval-ms", ge=1)
     """First interval at which a parked run checks whether its durable call is done; it
-    doubles at every check, up to ``async-poll-max-interval-ms``."""
+    doubles at every check, up to ``async-poll-max-interval-ms``. One more check comes when
+    the call is expected to end (as long as the action's recent calls took), and the
+    backoff restarts from this interval after it."""
     async_poll_max_interval_ms: int = Field(50, alias="async-poll-max-interval-ms", ge=1)
     memory_snapshots: bool = Field(False, alias="memory-snapshots")
     """Emit each key's short-term memory after every run to a side output (for demos and

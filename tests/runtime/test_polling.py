@@ -1,0 +1,117 @@
+"""When the driver checks a parked run again: a backoff from ``async-poll-interval-ms``, plus
+one check when the call is expected to end, learned from the action's earlier calls.
+
+The driver runs over a key state of dicts and timers that only record what was asked: the
+clock is set by the test, so the schedule is exact (no timing assertion on real time)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import wait
+
+from flink_agents.api import Agent, InputEvent, OutputEvent, action
+from flink_agents.plan import bind_plan, to_plan
+from flink_agents.runtime._driver import KeyDriver
+from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._local import LocalKeyState
+from flink_agents.runtime._options import AgentOptions
+
+RELEASE: dict[str, threading.Event] = {}
+
+
+def held(name: str) -> str:
+    """A durable call that ends when the test says so."""
+    RELEASE[name].wait(10)
+    return name.upper()
+
+
+class HeldAgent(Agent):
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        result = await ctx.durable_execute_async(held, event.input)
+        ctx.send_event(OutputEvent(output=result))
+
+
+class RecordingTimers:
+    def __init__(self) -> None:
+        self.now = 0
+        self.wakes: list[int] = []
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def wake_at(self, due_ms: int) -> None:
+        self.wakes.append(due_ms)
+
+    def wake_at_end(self) -> None:
+        pass
+
+
+def make_driver(**options) -> KeyDriver:
+    engine = RunEngine(bind_plan(to_plan(HeldAgent)), AgentOptions(**options))
+    return KeyDriver(engine, errors="errors", snapshots="snapshots")
+
+
+def poll_until_done(driver, key, state, timers, name, *, release_at_ms: int) -> list:
+    """Fire the key's timers in order, releasing the call at ``release_at_ms``."""
+    outputs = []
+    while driver.parked.get(key):
+        due = timers.wakes.pop(0)
+        timers.now = due
+        if due >= release_at_ms and not RELEASE[name].is_set():
+            RELEASE[name].set()
+            wait([driver.parked[key][1].future])
+        outputs += list(driver.on_timer(key, state, timers))
+    return outputs
+
+
+def test_without_an_estimate_a_parked_run_is_polled_with_a_doubling_backoff():
+    driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
+    state, timers = LocalKeyState(), RecordingTimers()
+    try:
+        # The first call: nothing known yet, a plain backoff 5, 10, 20, 40, 50 ms apart.
+        RELEASE["a"] = threading.Event()
+        list(driver.on_record("k", "a", state, timers))
+        assert timers.wakes == [5]
+        outputs = poll_until_done(driver, "k", state, timers, "a", release_at_ms=120)
+        assert outputs == ["A"]
+        assert timers.now == 125  # 5, 15, 35, 75, 125: resumed 5 ms after its end at best
+        # What the call took (in real time) is now the action's expected duration.
+        assert 0 < driver._expected_ms["call"] < 10_000
+    finally:
+        for event in RELEASE.values():
+            event.set()
+        driver.engine.close()
+
+
+def test_the_expected_end_is_checked_between_backoff_steps_then_the_backoff_restarts():
+    driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
+    driver._expected_ms["call"] = 200.0  # as if the action's calls took 200 ms
+    state, timers = LocalKeyState(), RecordingTimers()
+    RELEASE["c"] = threading.Event()
+    try:
+        list(driver.on_record("k", "c", state, timers))
+        outputs = poll_until_done(driver, "k", state, timers, "c", release_at_ms=205)
+        assert outputs == ["C"]
+        # 5, 15, 35, 75, 125, 175, then the expected end at 200 (not 225), then the backoff
+        # again from 5 ms: 205, where the call is done.
+        assert timers.now == 205
+    finally:
+        RELEASE["c"].set()
+        driver.engine.close()
+
+
+def test_a_call_that_ends_on_time_is_resumed_at_its_expected_end():
+    driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
+    driver._expected_ms["call"] = 200.0
+    state, timers = LocalKeyState(), RecordingTimers()
+    RELEASE["d"] = threading.Event()
+    try:
+        list(driver.on_record("k", "d", state, timers))
+        outputs = poll_until_done(driver, "k", state, timers, "d", release_at_ms=180)
+        assert outputs == ["D"]
+        assert timers.now == 200  # without the estimate: 225
+    finally:
+        RELEASE["d"].set()
+        driver.engine.close()
