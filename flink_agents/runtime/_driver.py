@@ -347,8 +347,11 @@ class KeyDriver:
         for a durable call to finish before taking the next record. Without it a bounded
         input is read at once and its queued runs are left for the final drain, which
         finishes them one at a time."""
-        if self._in_flight and len(self._in_flight) + self._queued >= self.options.max_in_flight:
-            wait(list(self._in_flight), return_when=FIRST_COMPLETED)
+        # Parked runs whose call is done count too, until a timer resumes them: counting
+        # only running calls let queues grow past the bound while resumes lagged.
+        in_flight = self._in_flight
+        if in_flight and len(self.parked) + self._queued >= self.options.max_in_flight:
+            wait(list(in_flight), return_when=FIRST_COMPLETED)
 
     def _respect_in_flight_limit(self) -> None:
         """Block (backpressure) while too many durable calls are running."""

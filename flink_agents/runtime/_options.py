@@ -31,8 +31,11 @@ class AgentOptions(BaseModel):
 
     num_async_threads: int = Field(16, alias="num-async-threads", ge=1, le=4096)
     """Threads running ``durable_execute_async`` calls, per subtask."""
-    max_in_flight: int = Field(256, alias="max-in-flight", ge=1)
-    """Durable calls a subtask lets run at once before it stops taking input (backpressure)."""
+    max_in_flight: int = Field(None, alias="max-in-flight", ge=1, validate_default=False)
+    """Runs a subtask lets wait on durable calls, with the inputs queued behind them, before
+    it stops taking input (backpressure). Unset: twice ``num-async-threads``, enough to keep
+    every thread busy; more only queues calls in front of the threads and inputs behind
+    parked runs, which a bounded input's end then finishes one key at a time."""
     error_policy: ErrorPolicy = Field("fail", alias="error-policy")
     """``fail`` the job (it restarts from its checkpoint), route the run to the
     ``error-output``, or ``retry`` the action with backoff (then the error output)."""
@@ -115,6 +118,8 @@ class AgentOptions(BaseModel):
 
     @model_validator(mode="after")
     def _bounds_in_order(self) -> AgentOptions:
+        if self.max_in_flight is None:  # frozen: set once, while validating
+            object.__setattr__(self, "max_in_flight", 2 * self.num_async_threads)
         for low, high in _ORDERED:
             if getattr(self, low) > getattr(self, high):
                 raise PydanticCustomError(
