@@ -34,7 +34,7 @@ class ActionContext(RunnerContext):
         resources: ResourceCache,
         config: Mapping[str, Any],
         executor: Executor,
-        recorder: CallRecorder | None = None,
+        recorder: Callable[[], CallRecorder] | None = None,
         *,
         long_term: LongTermProvider | None = None,
         identity: Callable[[], Sequence[str | int]] | None = None,
@@ -43,8 +43,10 @@ class ActionContext(RunnerContext):
         self._long_term = long_term
         self._identity = identity
         self._ids: IdMinter | None = None
-        self.recorder = recorder
-        """Records durable calls in the action log (None: no log, calls just run)."""
+        self._new_recorder = recorder
+        self.recorder: CallRecorder | None = None
+        """Records durable calls in the action log: made by the first durable call (None:
+        no call yet, or no log and calls just run)."""
         self._sensory = sensory
         self._short_term = short_term
         self._executor = executor
@@ -56,6 +58,19 @@ class ActionContext(RunnerContext):
         self._resources = resources
         self._config = config
         self.sent: list[Event] = []
+
+    def call_recorder(self) -> CallRecorder | None:
+        """The recorder of this execution's durable calls, made on first use (None without
+        an action log). Made lazily: an action that calls nothing never needs one."""
+        if self.recorder is None and self._new_recorder is not None:
+            self.recorder = self._new_recorder()
+        return self.recorder
+
+    @property
+    def wrote_outside(self) -> bool:
+        """Whether this execution minted ids for writes outside Flink state (long-term
+        memory, knowledge, external ids)."""
+        return self._ids is not None
 
     @property
     def ids(self) -> IdMinter:
@@ -113,9 +128,10 @@ class ActionContext(RunnerContext):
         return self.ids.external_id()
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self.recorder is None:
+        recorder = self.call_recorder()
+        if recorder is None:
             return function(*args, **kwargs)
-        slot = self.recorder.begin(function, args, kwargs)
+        slot = recorder.begin(function, args, kwargs)
         if slot.recorded is not None:
             return slot.replay()
         return slot.run(function, args, kwargs)
@@ -123,7 +139,8 @@ class ActionContext(RunnerContext):
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Awaitable[T]:
-        slot = None if self.recorder is None else self.recorder.begin(function, args, kwargs)
+        recorder = self.call_recorder()
+        slot = None if recorder is None else recorder.begin(function, args, kwargs)
         return _DurableCall(self._executor, function, args, kwargs, slot)
 
     @property

@@ -24,12 +24,11 @@ from flink_agents.api._events import Event, InputEvent, OutputEvent
 from flink_agents.memory import MemoryDelta, StateMap
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import ActionContext
-from flink_agents.runtime._journal import ActionJournal, input_event_id
+from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
 from flink_agents.runtime.action_log import (
-    ActionIdentity,
     ActionLogError,
     ActionRecord,
     UnstorableValueError,
@@ -168,14 +167,26 @@ class RunEngine:
                 self.journal.close()
 
     def _writer_identity(
-        self, key: Any, sequence: int, step: int, action: str, identity: ActionIdentity | None
+        self, key: Any, sequence: int, step: int, action: str
     ) -> tuple[Any, ...]:
         """What long-term items an action writes derive their ids from: its action-log
         identity, or without a log this engine's id (a retry repeats it, another process
         does not) with the key, run, step and action."""
-        if identity is not None:
-            return dataclasses.astuple(identity)
+        if self.journal is not None:
+            return dataclasses.astuple(self.journal.identity(key, sequence, step, action))
         return (self._engine_id, repr(key), sequence, step, action)
+
+    def _new_recorder(
+        self, key: Any, sequence: int, step: int, action: str, retried: bool
+    ) -> CallRecorder:
+        """The durable-call recorder of one action execution (its recorded calls loaded
+        when an earlier execution may have made some).
+
+        Raises:
+            ActionLogError: the log failed.
+        """
+        identity = self.journal.identity(key, sequence, step, action)
+        return self.journal.recorder(identity, look_up=retried)
 
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
@@ -208,16 +219,22 @@ class RunEngine:
                     "in a loop? (raise max_steps if this is intended)"
                 ),
             )
-        recorder = None
-        identity = None
-        if self.journal is not None:
+        new_recorder = None
+        journal = self.journal
+        if journal is not None:
             # An ActionLogError here is the log's failure, not the action's: it propagates
             # and fails the job (Flink restarts it), whatever the error policy.
-            identity = self.journal.identity(run.key, run.sequence, run.steps + 1, action.name)
-            record = self.journal.completed(identity)
-            if record is not None:
-                return self._replay(run, record, sensory, short_term)
-            recorder = self.journal.recorder(identity, look_up=run.attempts > 0)
+            journal.check()
+            if journal.may_replay(run.key, run.sequence):
+                identity = journal.identity(run.key, run.sequence, run.steps + 1, action.name)
+                record = journal.completed(identity)
+                if record is not None:
+                    return self._replay(run, record, sensory, short_term)
+            # Made by the action's first durable call: most actions make none.
+            new_recorder = partial(
+                self._new_recorder, run.key, run.sequence, run.steps + 1, action.name,
+                run.attempts > 0,
+            )
         context = ActionContext(
             run.key,
             sensory,
@@ -225,12 +242,12 @@ class RunEngine:
             self.resources,
             self._configs[action.name],
             self.executor,
-            recorder,
+            new_recorder,
             long_term=self.long_term,
             # The identity of its id minter, computed only if the action writes outside
             # Flink (long-term memory, knowledge, external ids): off the hot path.
             identity=partial(
-                self._writer_identity, run.key, run.sequence, run.steps + 1, action.name, identity
+                self._writer_identity, run.key, run.sequence, run.steps + 1, action.name
             ),
         )
         try:
@@ -298,6 +315,11 @@ class RunEngine:
     def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
         sensory_delta, short_term_delta = context.deltas()
         recorder = context.recorder
+        if recorder is None and context.wrote_outside and self.journal is not None:
+            recorder = context.call_recorder()
+        # Only an action that made durable calls or wrote outside Flink state is recorded:
+        # one that did neither runs again after a restore, on the restored state and the
+        # same events, as cheaply as it ran (docs/consistency.md, "What is recorded").
         if recorder is not None:
             # Logged before the maps change: a crash in between replays the record onto
             # the restored state. A failure of the log (ActionLogError, also when the action

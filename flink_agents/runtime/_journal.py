@@ -240,6 +240,24 @@ class ActionJournal:
     def identity(self, key: Any, run_sequence: int, step: int, action: str) -> ActionIdentity:
         return ActionIdentity(self.job, canonical_key(key), run_sequence, step, action)
 
+    def check(self) -> None:
+        """Raise the writer's failure, if it failed (the job must fail: see the module
+        docstring).
+
+        Raises:
+            ActionLogError: the writer failed to write completed records.
+        """
+        if self._writer.failure is not None:
+            raise self._writer.failure
+
+    def may_replay(self, key: Any, run_sequence: int) -> bool:
+        """Whether the log may hold records or calls of run ``run_sequence`` of ``key`` from
+        an earlier attempt (``may_have_records`` without building an identity)."""
+        if not self._index:
+            return False
+        reached = self._index.get(canonical_key(key))
+        return reached is not None and run_sequence <= reached
+
     def may_have_records(self, identity: ActionIdentity) -> bool:
         """Whether the log may hold a record or calls of ``identity`` from an earlier
         attempt: its run is at or below its key's entry in the run index."""

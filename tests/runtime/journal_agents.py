@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api import Agent, Event, InputEvent, OutputEvent, RunnerContext, action
 
 CALLS: Counter[str] = Counter()
 _lock = threading.Lock()
@@ -110,12 +110,31 @@ class BadResult(Agent):
 
 
 class BadEvent(Agent):
-    """An action whose output the log cannot store: it must fail with nothing applied."""
+    """An action (recorded: it makes a durable call) whose output the log cannot store: it
+    must fail with nothing applied."""
 
     @action(InputEvent)
     def work(event: InputEvent, ctx: RunnerContext) -> None:
+        ctx.durable_execute(paid, "bad-event")
         ctx.short_term_memory.set("written", True)
         ctx.send_event(OutputEvent(output=threading.Lock()))
+
+
+class Step(Event):
+    n: Any = None
+
+
+class Cheap(Agent):
+    """Two actions that make no durable call and write nothing outside Flink state."""
+
+    @action(InputEvent)
+    def first(event: InputEvent, ctx: RunnerContext) -> None:
+        ctx.short_term_memory.set("seen", (ctx.short_term_memory.get("seen") or 0) + 1)
+        ctx.send_event(Step(n=event.input))
+
+    @action(Step)
+    def second(event: Step, ctx: RunnerContext) -> None:
+        ctx.send_event(OutputEvent(output=event.n))
 
 
 class EventId(Agent):

@@ -353,7 +353,32 @@ def test_a_record_the_log_cannot_store_fails_the_action_with_nothing_applied():
         runner.run("k", None)
     assert isinstance(raised.value.cause, UnstorableValueError)
     assert runner.short_term_memory("k") == {}
-    assert log.count("job-1") == 0
+    identity = ActionIdentity("job-1", canonical_key("k"), 1, 1, "work")
+    assert log.completed(identity) is None  # only its durable call is in the log
+    assert [call.function for call in log.calls(identity)] == ["tests.runtime.journal_agents:paid"]
+
+
+def test_actions_without_durable_calls_write_no_record(tmp_path):
+    """Nothing to protect: after a restore they run again on the restored state, as cheaply
+    as they ran. The log is not touched on the hot path, and a restore still ends with the
+    same outputs and memory."""
+    log = CountingLog()
+    first_attempt = journal(log)
+    runner = LocalRunner(journal_agents.Cheap, journal=first_attempt)
+    checkpoint = runner.snapshot()
+    outputs = [runner.run(f"k{n % 2}", n) for n in range(6)]
+    maps = runner.snapshot()
+    end_attempt(first_attempt)
+    assert log.count("job-1") == 0 and first_attempt.written == 0
+    assert log.operations["complete"] == 0
+
+    second_attempt = journal(log)
+    restored = LocalRunner(journal_agents.Cheap, journal=second_attempt)
+    restored.restore(checkpoint)
+    assert [restored.run(f"k{n % 2}", n) for n in range(6)] == outputs
+    assert second_attempt.replayed_actions == 0
+    for key in ("k0", "k1"):
+        assert restored.snapshot().short_term[key].data == maps.short_term[key].data
 
 
 def test_input_event_ids_are_derived_from_job_key_and_run():
