@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID, SafeUUID
 
 from pydantic import BaseModel, ConfigDict, Field
+
+_VERSION_4_MASK = ~((0xC000 << 48) | (0xF000 << 64))
+_VERSION_4_BITS = (0x8000 << 48) | (0x4000 << 64)
+_UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member: looked up once, not per event
+
+
+def new_event_id() -> UUID:
+    """A random version-4 UUID for an event.
+
+    Drawn from the ``random`` module rather than ``os.urandom`` (which ``uuid4`` uses): an
+    event is made on every step of every run, and a system call per event cost as much as
+    the rest of the event. The ids are unique, not secret. ``random`` is seeded from the
+    system when it is imported and reseeded in a forked child, so processes do not repeat
+    each other. Built without ``UUID.__init__``'s argument checks (``int`` and ``is_safe``
+    are its only fields; the result compares, hashes and pickles like any UUID).
+    """
+    value = object.__new__(UUID)
+    object.__setattr__(value, "int", (random.getrandbits(128) & _VERSION_4_MASK) | _VERSION_4_BITS)
+    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
+    return value
 
 
 class Event(BaseModel):
@@ -17,7 +38,7 @@ class Event(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: UUID = Field(default_factory=uuid4)
+    id: UUID = Field(default_factory=new_event_id)
 
 
 class InputEvent(Event):

@@ -297,8 +297,13 @@ class KeyDriver:
         def done(future: Future[Any]) -> None:  # on the executor's thread
             in_flight.discard(future)
             took_ms = (time.monotonic() - started) * 1000
-            average = expected.get(action)
-            expected[action] = took_ms if average is None else average + (took_ms - average) / 4
+            estimate = expected.get(action)
+            # Down at once, up by a quarter of the difference: an estimate that rarely lies
+            # after a call's end, so waiting for it seldom delays a resume.
+            if estimate is None or took_ms < estimate:
+                expected[action] = took_ms
+            else:
+                expected[action] = estimate + (took_ms - estimate) / 4
 
         future.add_done_callback(done)
         run.parked = True
@@ -312,11 +317,17 @@ class KeyDriver:
         self._polls.pop(key, None)
 
     def _poll_later(self, polling: _Polling, timers: Timers) -> None:
-        """Check a parked run again later, backing off exponentially (every timer that
-        fires costs a Python call, and hundreds of runs polling every few ms add up), with
-        one check when its call is expected to end (its action's recent calls took that
-        long), after which the backoff starts again from the first interval: a call of
-        steady latency is resumed right when it ends, not up to a whole interval later."""
+        """Check a parked run again later. Every timer that fires costs a Python call, and
+        hundreds of parked runs polling every few ms add up, so:
+
+        - without an estimate of the call's duration: a backoff that doubles from
+          ``async-poll-interval-ms`` up to ``async-poll-max-interval-ms``;
+        - with one (the action's recent calls took that long, see ``_park``): one check
+          after the first interval (a call that ended early), then one when the call is
+          expected to end, then the backoff from its first interval. A call of steady
+          latency is resumed right when it ends, after two or three checks rather than one
+          per backoff step.
+        """
         now = timers.now_ms()
         options = self.options
         interval = min(
@@ -326,7 +337,9 @@ class KeyDriver:
         due = now + interval
         polling.polls += 1
         expected = polling.expected_at_ms
-        if expected is not None and now < expected < due:
+        if expected is not None and polling.polls > 1 and now < expected:
+            due = expected  # skip the backoff steps before the expected end
+        if expected is not None and now < expected <= due:
             due = expected
             polling.expected_at_ms = None
             polling.polls = 0

@@ -17,13 +17,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent, OutputEvent
 from flink_agents.memory import MemoryDelta, StateMap
 from flink_agents.plan import BoundAction, BoundPlan
-from flink_agents.runtime._context import ActionContext
+from flink_agents.runtime._context import NO_CHANGE, ActionContext
 from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._options import AgentOptions
@@ -71,9 +71,9 @@ class RunState:
         return not self.queue
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """What one completed action did: the unit the action log records."""
+class StepResult(NamedTuple):
+    """What one completed action did: the unit the action log records. (A named tuple:
+    one is made per step, on the hot path.)"""
 
     action: str
     step: int
@@ -345,7 +345,7 @@ class RunEngine:
             run, record.identity.action, record.sensory, record.short_term, record.events,
             sensory, short_term,
         )
-        return dataclasses.replace(result, replayed=True)
+        return result._replace(replayed=True)
 
     def _apply(
         self,
@@ -357,29 +357,27 @@ class RunEngine:
         sensory: StateMap,
         short_term: StateMap,
     ) -> StepResult:
-        sensory_delta.apply_to(sensory)
-        short_term_delta.apply_to(short_term)
+        if sensory_delta is not NO_CHANGE:
+            sensory_delta.apply_to(sensory)
+            run.sensory_written = run.sensory_written or not sensory_delta.is_empty()
+        if short_term_delta is not NO_CHANGE:
+            short_term_delta.apply_to(short_term)
         run.queue.popleft()
         run.steps += 1
         run.attempts = 0
-        run.sensory_written = run.sensory_written or not sensory_delta.is_empty()
         outputs = []
         for event in events:
-            if isinstance(event, OutputEvent):
+            if type(event) is OutputEvent or isinstance(event, OutputEvent):
                 outputs.append(event.output)
             self._enqueue(run, event)
         return StepResult(
-            action=action,
-            step=run.steps,
-            sensory=sensory_delta,
-            short_term=short_term_delta,
-            events=tuple(events),
-            outputs=tuple(outputs),
+            action, run.steps, sensory_delta, short_term_delta, tuple(events), tuple(outputs)
         )
 
     def _enqueue(self, run: RunState, event: Event) -> None:
+        queue = run.queue
         for action in self.plan.actions_for(type(event)):
-            run.queue.append(PendingAction(action.name, event))
+            queue.append(PendingAction(action.name, event))
 
     @staticmethod
     def _failure(

@@ -37,12 +37,14 @@ class RecordingTimers:
     def __init__(self) -> None:
         self.now = 0
         self.wakes: list[int] = []
+        self.history: list[int] = []
 
     def now_ms(self) -> int:
         return self.now
 
     def wake_at(self, due_ms: int) -> None:
         self.wakes.append(due_ms)
+        self.history.append(due_ms)
 
     def wake_at_end(self) -> None:
         pass
@@ -94,9 +96,10 @@ def test_the_expected_end_is_checked_between_backoff_steps_then_the_backoff_rest
         list(driver.on_record("k", "c", state, timers))
         outputs = poll_until_done(driver, "k", state, timers, "c", release_at_ms=205)
         assert outputs == ["C"]
-        # 5, 15, 35, 75, 125, 175, then the expected end at 200 (not 225), then the backoff
-        # again from 5 ms: 205, where the call is done.
+        # 5 (a call that ended early), then the expected end at 200 (not the backoff steps
+        # 15, 35, 75, ...), then the backoff again from 5 ms: 205, where the call is done.
         assert timers.now == 205
+        assert timers.history == [5, 200, 205]
     finally:
         RELEASE["c"].set()
         driver.engine.close()
@@ -112,6 +115,7 @@ def test_a_call_that_ends_on_time_is_resumed_at_its_expected_end():
         outputs = poll_until_done(driver, "k", state, timers, "d", release_at_ms=180)
         assert outputs == ["D"]
         assert timers.now == 200  # without the estimate: 225
+        assert timers.history == [5, 200]  # two checks, not eight
     finally:
         RELEASE["d"].set()
         driver.engine.close()

@@ -5,7 +5,8 @@ Keyed state, per key:
     ``sensory`` / ``short_term``  MapState[str, pickled]: flattened memory, the same
                                   ``FlatMemory`` code as the local runner, over MapState.
     ``control``                   ValueState: ``KeyControl`` (run sequence, the parked run,
-                                  the count of queued inputs), read once per callback.
+                                  the count of queued inputs), read once per callback and
+                                  stored as the bare sequence between runs, else a tuple.
     ``pending_inputs``            ListState: inputs queued behind a parked run.
 
 Timers: a processing-time timer wakes a parked run (its poll, or a retry's backoff), and an
@@ -112,10 +113,20 @@ class _FlinkKeyState:
         )
 
     def control(self) -> KeyControl | None:
-        return self._control.value()
+        stored = self._control.value()
+        if type(stored) is int:
+            return KeyControl(stored)
+        if type(stored) is tuple:
+            return KeyControl(*stored)
+        return stored  # None, or a KeyControl written by an earlier version
 
     def set_control(self, control: KeyControl) -> None:
-        self._control.update(control)
+        # Stored as the bare sequence between runs (the common case) or as a tuple: a
+        # pickled int or tuple costs a fraction of a pickled dataclass, once per record.
+        if control.run is None and not control.pending:
+            self._control.update(control.sequence)
+        else:
+            self._control.update((control.sequence, control.run, control.pending))
 
     def push_pending(self, record: Any) -> None:
         self._pending.add(record)
