@@ -48,7 +48,12 @@ class AgentsExecutionEnvironment(ABC):
     @staticmethod
     def get_execution_environment(env: Any = None, **options: Any) -> AgentsExecutionEnvironment:
         """The local runner when ``env`` is None, else the Flink runner on ``env`` (a
-        ``StreamExecutionEnvironment``)."""
+        ``StreamExecutionEnvironment``).
+
+        On Flink, this sets PyFlink's thread mode on ``env`` unless the job chose an
+        execution mode itself. PyFlink fixes a Python operator's mode when the operator is
+        created, so call this before building Python operators of your own (those built
+        earlier run in process mode)."""
         module_name, class_name = _LOCAL_RUNNER if env is None else _FLINK_RUNNER
         try:
             module = importlib.import_module(module_name)

@@ -87,6 +87,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from flink_agents.api import ActionExecutionError, FlinkAgentsError
     from flink_agents.cli._batch import run_json_lines
     from flink_agents.runtime import load_options
+    from flink_agents.runtime.action_log import ActionLogError
 
     plan = load_plan(args.plan)
     try:
@@ -102,6 +103,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         report = run_json_lines(plan, args.input, args.key, output, errors, options=options)
     except OSError as error:  # the input became unreadable while running
+        print(f"error: {_one_line(error)}", file=sys.stderr)
+        return 2
+    except ActionLogError as error:  # names the log (password redacted): not a failed run
         print(f"error: {_one_line(error)}", file=sys.stderr)
         return 2
     except ActionExecutionError as error:  # --error-policy fail

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,20 +41,46 @@ def run_json_lines(
     """Run ``agent`` over every record of ``input_path``, keyed by ``key_field``.
 
     Outputs go to ``output`` as JSON lines. Unparsable lines and records without a usable
-    key go to ``errors`` (one JSON object each, with the file, line and reason), and so do
-    failed runs under the ``error-output`` and ``retry`` policies (``options``; the default
-    here is ``error-output``): bad input never stops the batch nor loses the good records.
+    key go to ``errors`` as ``rejected`` records with the file, line and reason; failed runs
+    under the ``error-output`` and ``retry`` policies (``options``; the default here is
+    ``error-output``) go there too, as the ``failed_run`` records every runner emits (their
+    ``input`` is the record). Bad input never stops the batch nor loses the good records.
 
     Raises:
         OSError: ``input_path`` cannot be opened or read.
         ActionExecutionError: an action failed under the ``fail`` policy.
+        ActionLogError: the configured action log cannot be opened, read or written (not the
+            action's fault: no run is reported as failed for it).
     """
     options = options or AgentOptions(error_policy="error-output")
     runner = LocalRunner(agent, options=options, journal=local_journal(options))
     key_of = key_function(key_field)
-    where = str(input_path)
     report = BatchReport(runner)
     started = time.perf_counter()
+    try:
+        _run_lines(runner, input_path, key_of, output, errors, on_record, report)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error above is the one to report
+            runner.engine.close()
+        raise
+    # Async calls end, the vector store is released, and the action log's queued records
+    # are written: a log that fails now still fails the run (ActionLogError).
+    runner.engine.close()
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def _run_lines(
+    runner: LocalRunner,
+    input_path: Path,
+    key_of: Callable[[Any], Any],
+    output: TextIO,
+    errors: TextIO,
+    on_record: Callable[[], None] | None,
+    report: BatchReport,
+) -> None:
+    """Every line of ``input_path`` through ``runner``, counted in ``report``."""
+    where = str(input_path)
     for item in read_json_lines(input_path):
         if on_record is not None:
             on_record()
@@ -73,12 +100,10 @@ def run_json_lines(
         outputs = runner.run(key, record)
         for failure in runner.errors[failed_before:]:
             report.failed_runs += 1
-            _write(errors, {**failure, "file": where, "line": line})
+            _write(errors, failure)
         for produced in outputs:
             report.outputs += 1
             _write(output, produced)
-    report.elapsed = time.perf_counter() - started
-    return report
 
 
 def _write(stream: TextIO, value: Any) -> None:

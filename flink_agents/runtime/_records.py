@@ -8,7 +8,7 @@ Error records are plain dicts (JSON-ready) of two kinds, with the same fields ev
   ``raw`` (the line's text), ``file`` and ``line`` (1-based);
 - ``failed_run``: a run abandoned under the ``error-output`` or ``retry`` policy: ``key``,
   ``input``, ``run_sequence``, ``action``, ``error`` (``"Type: message"``) and ``attempts``,
-  plus ``file`` and ``line`` where the input came from a file.
+  whatever the runner and wherever the input came from.
 """
 
 from __future__ import annotations

@@ -87,9 +87,10 @@ MEMORY: dict[str, Case] = {
     "reading the 20 MB back": Case({"case": "big_read"}),
 }
 
-# Values that validate as pydantic models but cannot be serialized: refused at ``set`` with
-# a MemoryValueError naming the path and the type (pending: the local runner stores them,
-# Flink fails later in the action log or in state). The error text is checked loosely.
+# Values that validate as pydantic models but cannot be serialized: refused at ``set``, in
+# the action, with a MemoryValueError naming the path and the type, by both runners
+# (test_memory.py checks the local runner and MiniCluster). The error text is checked
+# loosely: it quotes the serializer's own message.
 UNSERIALIZABLE_MODELS: dict[str, tuple[Case, tuple[str, ...]]] = {
     "a pydantic model holding a lambda": (
         _value("model_with_lambda", "MemoryValueError"),

@@ -177,19 +177,38 @@ def test_cli_rejects_each_bad_line_with_file_line_raw_text_and_reason(cli_run):
     assert cli_run.rejected() == rejected_lines(cli_run.input)
 
 
-def test_cli_reports_a_failed_run_with_its_file_and_line(cli_run):
+FAILED_RUN = {
+    "kind": "failed_run",
+    "key": "a",
+    "input": {"user": "a", "n": 7, "case": "raise"},
+    "run_sequence": 2,
+    "action": "handle",
+    "error": "ValueError: record 7 is bad",
+    "attempts": 1,
+}
+"""The failed run of the file's line 7, the same record in every runner."""
+
+
+def local_failed_run() -> dict[str, Any]:
+    """The local runner's failed run over the file's good records (``from_list``)."""
+    records = [json.loads(line) for n, line in enumerate(bad_lines(), 1) if n in (1, 7, 10)]
+    env = AgentsExecutionEnvironment.get_execution_environment(error_policy="error-output")
+    builder = env.from_list(records, "user").apply(CatalogueAgent)
+    builder.to_list()
+    [failed] = builder.error_stream()
+    return failed
+
+
+def test_cli_reports_a_failed_run_as_every_runner_does(cli_run):
     [failed] = [e for e in cli_run.errors if e["kind"] == "failed_run"]
-    assert failed == {
-        "kind": "failed_run",
-        "key": "a",
-        "input": {"user": "a", "n": 7, "case": "raise"},
-        "run_sequence": 2,
-        "action": "handle",
-        "error": "ValueError: record 7 is bad",
-        "attempts": 1,
-        "file": str(cli_run.input),
-        "line": 7,
-    }
+    assert failed == FAILED_RUN
+
+
+def test_cli_and_local_runner_failed_runs_have_the_same_fields(cli_run):
+    """One error-record shape: ``flink-agents run`` adds nothing of its own (``file`` and
+    ``line`` are for ``rejected`` lines only)."""
+    [failed] = [e for e in cli_run.errors if e["kind"] == "failed_run"]
+    assert set(failed) == set(local_failed_run()) == set(FAILED_RUN)
 
 
 def test_cli_rejects_a_line_that_is_not_utf8_and_goes_on(cli_run):
@@ -320,15 +339,12 @@ def test_main_job_rejects_each_bad_line_with_file_line_raw_text_and_reason(main_
 
 
 @pytest.mark.flink
-def test_main_job_reports_a_failed_run(main_job):
+def test_main_job_reports_a_failed_run_as_every_runner_does(main_job, cli_run):
+    """The same record, field for field, as ``flink-agents run`` and the local runner."""
     [failed] = [e for e in main_job.errors if e["kind"] == "failed_run"]
-    assert {k: failed[k] for k in ("key", "input", "run_sequence", "action", "error")} == {
-        "key": "a",
-        "input": {"user": "a", "n": 7, "case": "raise"},
-        "run_sequence": 2,
-        "action": "handle",
-        "error": "ValueError: record 7 is bad",
-    }
+    assert failed == FAILED_RUN
+    [cli_failed] = [e for e in cli_run.errors if e["kind"] == "failed_run"]
+    assert set(failed) == set(cli_failed) == set(local_failed_run())
 
 
 @pytest.mark.flink

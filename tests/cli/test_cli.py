@@ -11,8 +11,10 @@ from rich.console import Console
 
 from flink_agents.cli import main
 from flink_agents.cli._demo import choose_model, run_demo, with_model
-from flink_agents.plan import load_plan
+from flink_agents.plan import compile_agent, load_plan, save_plan
+from flink_agents.testing import clean_environment, free_port
 from flink_agents.testing.llm_server import Rule
+from tests.recovery.log_failure_agents import LoggedAgent
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -244,6 +246,55 @@ def test_run_with_a_missing_input_says_so_in_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr == f"error: cannot read {missing}: No such file or directory\n"
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def run_with_action_log(tmp_path: Path, action_log: str, plan: Path, data: Path):
+    """``flink-agents run`` in a child process whose ``config.yaml`` sets ``action-log``."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text(f"agent:\n  action-log: {action_log}\n")
+    out, err = tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    command = [sys.executable, "-m", "flink_agents", "run", plan, data, "--key", "user"]
+    return subprocess.run(
+        [*command, "--output", out, "--errors", err],
+        env={**clean_environment(), "FLINK_CONF_DIR": str(conf)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_run_with_an_unreachable_action_log_says_so_in_one_line(tmp_path):
+    """A PostgreSQL log on a port nothing listens on: one line naming the log, its password
+    redacted, and a non-zero exit; no traceback."""
+    url = f"postgresql://agents:s3cret-pw@127.0.0.1:{free_port()}/agents"
+    result = run_with_action_log(tmp_path, url, TRIAGE_PLAN, DATA)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    shown = url.replace("s3cret-pw", "***")
+    assert line.startswith(f"error: action log {shown}: opening failed: OperationalError: ")
+    assert "s3cret-pw" not in result.stderr + result.stdout
+
+
+def test_run_whose_action_log_vanishes_mid_run_fails_naming_it(tmp_path):
+    """The SQLite log's file is deleted at the fifth record (by the agent's durable call):
+    the next write fails, the command stops with one line naming the log, and no run is
+    reported as failed for it (the log is not the action's fault)."""
+    log_file = tmp_path / "log" / "actions.db"
+    plan = compile_agent(LoggedAgent).model_copy(
+        update={"config": {"log_file": str(log_file), "delete_at": 5}}
+    )
+    plan_file = save_plan(plan, tmp_path / "logged.yaml")
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"user": f"u{n % 3}", "n": n}) + "\n" for n in range(12)))
+    result = run_with_action_log(tmp_path, f"sqlite://{log_file}", plan_file, data)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: action log sqlite://{log_file}: ") and "deleted" in line
+    assert (tmp_path / "err.jsonl").read_text() == ""
+    outputs = [json.loads(x)["n"] for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert outputs == list(range(5))  # what ran before the log was lost
 
 
 def test_validate_reports_ok_and_errors(tmp_path, capsys):

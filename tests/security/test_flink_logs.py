@@ -6,6 +6,7 @@ in a child process with a fake key in its environment, then every file under eve
 Flink logs to is searched for the key. (The standalone cluster: tests/cluster/test_submit.py.)
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -23,9 +24,10 @@ from tests.security.leaks import PYFLINK_LOG_DIR, fake_key, files_holding, temp_
 PROJECT_LOG4J = REPO / "conf" / "log4j.properties"
 
 
-def run_job(kind: str, log_dir: Path, **variables: str | None) -> tuple[str, list[Path]]:
+def run_job(kind: str, log_dir: Path, **variables: str | None) -> tuple[str, list, list[Path]]:
     """Run ``tests.security.jobs KIND`` with a fake key in its environment (and ``variables``,
-    None to remove one); returns the key and every place its Flink may have written to."""
+    None to remove one); returns the key, the job's outputs and every place its Flink may
+    have written to."""
     key = fake_key()
     env = clean_environment()
     env.update(OPENAI_API_KEY=key, FLINK_LOG_DIR=str(log_dir))
@@ -44,16 +46,17 @@ def run_job(kind: str, log_dir: Path, **variables: str | None) -> tuple[str, lis
         timeout=180,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    assert result.stdout.strip().splitlines()[-1] != "[]"
+    outputs = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outputs
     assert any(log_dir.glob("flink-*-python-*.log")), f"no Flink log in {log_dir}"
-    return key, [log_dir, PYFLINK_LOG_DIR, *temp_entries_since(started)]
+    return key, outputs, [log_dir, PYFLINK_LOG_DIR, *temp_entries_since(started)]
 
 
 @pytest.mark.flink
 def test_a_pyflink_job_under_the_test_suites_logging_leaves_no_key_in_any_log(tmp_path):
     """The suite's set-up (tests/conftest.py) points every JVM PyFlink starts at the project's
     log4j file, which its children inherit."""
-    key, places = run_job("pyflink", tmp_path / "log")
+    key, _, places = run_job("pyflink", tmp_path / "log")
     assert files_holding(key, places) == {}
     assert os.environ.get("LOG4J_PROPERTIES") == str(PROJECT_LOG4J)
     (log,) = (tmp_path / "log").glob("flink-*-python-*.log")
@@ -61,13 +64,15 @@ def test_a_pyflink_job_under_the_test_suites_logging_leaves_no_key_in_any_log(tm
 
 
 @pytest.mark.flink
-@pytest.mark.parametrize("kind", [pytest.param("agents", id="process"), "thread"])
-def test_an_agent_job_in_a_users_process_leaves_no_key_in_any_log(tmp_path, kind):
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_an_agent_job_in_a_users_process_leaves_no_key_in_any_log(tmp_path, mode):
     """A user's process with PyFlink's own log4j configuration (no LOG4J_PROPERTIES): running
-    the agent switches the environment-dumping logger off in the JVM (process and thread
-    mode)."""
+    the agent switches the environment-dumping logger off in the JVM, in process mode (set
+    by the job: Beam starts a worker process and logs its environment) and in thread mode
+    (our default)."""
     log_dir = tmp_path / "log"
-    key, places = run_job(kind, log_dir, LOG4J_PROPERTIES=None)
+    key, outputs, places = run_job(mode, log_dir, LOG4J_PROPERTIES=None)
+    assert {o["thread_mode"] for o in outputs} == {mode == "thread"}  # the mode it claims
     assert files_holding(key, places) == {}
     (log,) = log_dir.glob("flink-*-python-*.log")
     assert "MiniCluster" in log.read_text()

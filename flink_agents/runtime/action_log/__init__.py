@@ -7,6 +7,7 @@ job that logs to SQLite does not need psycopg. ``open_action_log`` picks one fro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from flink_agents.runtime.action_log._base import (
@@ -20,6 +21,7 @@ from flink_agents.runtime.action_log._base import (
     RecordedError,
     Serializer,
     UnstorableValueError,
+    redact_secrets,
 )
 from flink_agents.runtime.action_log._ids import digest_args, external_id
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
@@ -52,27 +54,47 @@ def open_action_log(url: str | Path, serializer: Serializer | None = None) -> Ac
 
     Raises:
         ValueError: the URL has a scheme no backend handles.
+        ActionLogError: the storage cannot be opened or set up (an unreachable database, a
+            directory that cannot be written), naming the log with its password redacted,
+            like every other failure of the log: it is not the fault of an action.
     """
     text = str(url)
-    log: ActionLog
-    if text == "memory://":
-        log = InMemoryActionLog(serializer)
-    elif text.startswith(("postgresql://", "postgres://")):
-        from flink_agents.runtime.action_log.postgres import PostgresActionLog
-
-        log = PostgresActionLog(text, serializer)
-    elif text.startswith("sqlite://") or "://" not in text:
-        from flink_agents.runtime.action_log.sqlite import SqliteActionLog
-
-        log = SqliteActionLog(text, serializer)
-    else:
-        raise ValueError(
-            f"unsupported action log URL {text!r}: use memory://, sqlite:///path/to/file.db, "
-            "a file path, or postgresql://..."
-        )
+    backend = _backend(text)
+    try:
+        log = backend(text, serializer)
+    except Exception as error:  # e.g. SQLite's directory cannot be created
+        raise _open_error(redact_secrets(text), redact_secrets, error) from error
     try:
         log.setup()
+    except Exception as error:  # e.g. PostgreSQL refuses the connection
+        log.close()
+        raise _open_error(log.name, log.redact, error) from error
     except BaseException:
         log.close()
         raise
     return log
+
+
+def _backend(url: str) -> Callable[[str, Serializer | None], ActionLog]:
+    """The constructor of the log ``url`` names (a backend's driver is imported only here)."""
+    if url == "memory://":
+        return lambda _url, serializer: InMemoryActionLog(serializer)
+    if url.startswith(("postgresql://", "postgres://")):
+        from flink_agents.runtime.action_log.postgres import PostgresActionLog
+
+        return PostgresActionLog
+    if url.startswith("sqlite://") or "://" not in url:
+        from flink_agents.runtime.action_log.sqlite import SqliteActionLog
+
+        return SqliteActionLog
+    raise ValueError(
+        f"unsupported action log URL {url!r}: use memory://, sqlite:///path/to/file.db, "
+        "a file path, or postgresql://..."
+    )
+
+
+def _open_error(name: str, redact: Callable[[str], str], error: BaseException) -> ActionLogError:
+    """The ``ActionLogError`` of a log that could not be opened (the journal's form)."""
+    return ActionLogError(
+        f"action log {name}: opening failed: {redact(f'{type(error).__name__}: {error}')}"
+    )

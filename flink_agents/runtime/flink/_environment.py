@@ -32,6 +32,9 @@ PYTHONPATH = "python.pythonpath"
 class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
     """Runs agents as operators of a Flink job.
 
+    Create it before the job's first Python operator: it sets the job's execution mode
+    (``configure_python_workers``), which PyFlink reads when it creates each operator.
+
     Args:
         env: the job's ``StreamExecutionEnvironment``.
         **options: agent options (``num_async_threads=32``, ``error_policy="error-output"``,

@@ -125,9 +125,15 @@ def build_agent_job(
     **options: Any,
 ) -> None:
     """Add the source, the agent and the sinks to ``env``; call ``env.execute`` after."""
+    files = input_files(paths.input)
+    if not files:
+        raise FileNotFoundError(f"no input files under {paths.input}")
+    # First, before any operator exists: PyFlink fixes a Python operator's execution mode
+    # when the operator is created, and this is where the job's default mode (thread) is set.
+    agents = FlinkExecutionEnvironment(env, **options)
     env.enable_checkpointing(checkpoint_interval_ms)
     records = None
-    for index, file in enumerate(input_files(paths.input)):
+    for index, file in enumerate(files):
         source = FileSource.for_record_stream_format(
             StreamFormat.text_line_format(), str(file)
         ).build()
@@ -146,9 +152,6 @@ def build_agent_job(
             records, failures = parsed, rejected_lines
         else:
             records, failures = records.union(parsed), failures.union(rejected_lines)
-    if records is None:
-        raise FileNotFoundError(f"no input files under {paths.input}")
-    agents = FlinkExecutionEnvironment(env, **options)
     builder = agents.from_datastream(records, key_field).apply(plan)
     _to_files(builder.to_datastream(), paths.output, "outputs")
     _to_files(failures.union(builder.error_stream()), paths.errors, "errors")

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 import flink_agents.runtime.action_log as action_log
-from flink_agents.runtime.action_log import InMemoryActionLog, open_action_log
+from flink_agents.runtime.action_log import ActionLogError, InMemoryActionLog, open_action_log
 from flink_agents.runtime.action_log.postgres import PostgresActionLog
 from flink_agents.runtime.action_log.sqlite import SqliteActionLog
+from flink_agents.testing import free_port
 from tests.runtime.action_log.conftest import PostgresServer
 from tests.runtime.action_log.records import ident
 
@@ -55,3 +56,23 @@ def test_unknown_scheme_is_rejected() -> None:
     """A URL no backend handles raises a ValueError naming the accepted forms."""
     with pytest.raises(ValueError, match="memory://"):
         open_action_log("redis://localhost")
+
+
+def test_a_postgres_log_that_cannot_be_reached_is_an_action_log_error() -> None:
+    """Nothing listens on the port: the log's own error, naming it, password redacted."""
+    url = f"postgresql://agents:s3cret-pw@127.0.0.1:{free_port()}/agents"
+    with pytest.raises(ActionLogError) as raised:
+        open_action_log(url)
+    message = str(raised.value)
+    shown = url.replace("s3cret-pw", "***")
+    assert message.startswith(f"action log {shown}: opening failed: OperationalError: ")
+    assert "s3cret-pw" not in message
+
+
+def test_a_sqlite_log_whose_directory_cannot_be_made_is_an_action_log_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "log.db"
+    with pytest.raises(ActionLogError, match=rf"^action log {path}: opening failed: \w+Error"):
+        open_action_log(path)

@@ -145,6 +145,11 @@ def action_log_records() -> list[dict]:
     return with_probes(mixed_records(60, 8, seed=23, loops=1))
 
 
+def quiet_option_records() -> list[dict]:
+    """Async runs among every failing case, for options that must not change results."""
+    return with_probes(mixed_records(40, 8, seed=31, loops=1))
+
+
 def long_term_records() -> list[dict]:
     requests = [
         ("ana", "remember", {"text": "I am allergic to peanuts.", "tags": "health"}),
@@ -188,6 +193,8 @@ def fail_policy_records(failing_case: str) -> list[dict]:
 # -- pipelines ------------------------------------------------------------------------------
 
 CASE_OPTIONS = {"max_steps_per_run": MAX_STEPS}
+PINNED_JOB = "parity-pinned-job"
+"""The ``action-log-job`` of the ``poll-slow-pinned-job`` pipeline."""
 COUNTERS = {"counter_dir": "{dir}"}
 
 PIPELINES = [
@@ -293,6 +300,39 @@ PIPELINES = [
             options={**CASE_OPTIONS, "error_policy": "error-output", "action_log": log},
         )
         for name, log in [("on", "sqlite://{dir}/actions.db"), ("off", "none")]
+    ),
+    # options that change how a job works, not what it computes: how often parked runs poll
+    # their durable call, how long the action log keeps records (200 ms in one: the Flink
+    # job may prune while it runs), the job's name in the log, where embedded stores (the
+    # default action log) live
+    *(
+        Pipeline(
+            name,
+            parity_agents.CaseAgent,
+            quiet_option_records(),
+            options={**CASE_OPTIONS, "error_policy": "error-output", **options},
+        )
+        for name, options in [
+            (
+                "poll-fast-short-retention",
+                {
+                    "async_poll_interval_ms": 1,
+                    "async_poll_max_interval_ms": 4,
+                    "action_log_retention_ms": 200,
+                    "data_dir": "{dir}/data",
+                },
+            ),
+            (
+                "poll-slow-pinned-job",
+                {
+                    "async_poll_interval_ms": 20,
+                    "async_poll_max_interval_ms": 200,
+                    "action_log_retention_ms": 3_600_000,
+                    "action_log_job": PINNED_JOB,
+                    "data_dir": "{dir}/data",
+                },
+            ),
+        ]
     ),
 ]
 

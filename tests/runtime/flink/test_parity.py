@@ -4,10 +4,11 @@ the same final short-term memory per key, the same error records, the same failu
 
 The pipelines (``parity_scenarios.py``) cover success paths, every failure path under each
 error policy (``fail``, ``error-output``, ``retry`` with backoff, an action failing after a
-durable call), async calls of random latencies across many keys, every agent option that
-changes behaviour, and long-term memory. Each runs once on the local runner; on Flink, the
-pipelines share one job per execution mode, and each ``fail``-policy case (which stops its
-job) has a job of its own.
+durable call), async calls of random latencies across many keys, every agent option (those
+that change results, and those that must not: poll intervals, the action log's retention
+and job name, the data directory), and long-term memory. Each runs once on the local
+runner; on Flink, the pipelines share one job per execution mode, and each ``fail``-policy
+case (which stops its job) has a job of its own.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from flink_agents.runtime.action_log import open_action_log
 from tests.runtime.flink.parity_agents import failing
 from tests.runtime.flink.parity_scenarios import (
     FAIL_PIPELINES,
     LONG_TERM,
     MAX_STEPS,
+    PINNED_JOB,
     PIPELINES,
     error_output_records,
 )
@@ -304,6 +307,31 @@ def test_action_log_on_or_off_gives_the_same_results(local, flink):
         for name in ("action-log-on", "action-log-off"):
             assert per_key(side[name].outputs) == per_key(reference.outputs), name
             assert as_multiset(side[name].errors) == as_multiset(reference.errors), name
+
+
+QUIET_OPTIONS = ("poll-fast-short-retention", "poll-slow-pinned-job")
+
+
+def test_poll_intervals_retention_job_name_and_data_dir_do_not_change_results(local, flink):
+    """Both pipelines run the same input with other values of these options (none at its
+    default): the same results as each other, on both runners (each matches the other
+    runner in ``test_minicluster_matches_local_runner``)."""
+    reference = local[QUIET_OPTIONS[0]]
+    assert failed_runs(reference) and reference.outputs
+    for side in (local, flink):
+        for name in QUIET_OPTIONS:
+            assert per_key(side[name].outputs) == per_key(reference.outputs), name
+            assert as_multiset(side[name].errors) == as_multiset(reference.errors), name
+
+
+def test_data_dir_and_action_log_job_reach_the_flink_job(flink):
+    """The default action log is a SQLite file under ``data-dir``, holding the pinned job's
+    records under its name (the other pipeline's job has a fresh name)."""
+    for name in QUIET_OPTIONS:
+        assert (flink.work_dir / name / "data" / "action-log.db").is_file(), name
+    pinned_log = flink.work_dir / "poll-slow-pinned-job" / "data" / "action-log.db"
+    with open_action_log(pinned_log) as log:
+        assert log.count(PINNED_JOB) > 0
 
 
 def snapshots_per_key(snapshots: list[dict]) -> dict:
