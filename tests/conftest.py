@@ -49,3 +49,11 @@ def postgres_server() -> Iterator[PostgresServer]:
         pytest.skip("no PostgreSQL server binaries (initdb) under /usr/lib/postgresql or PATH")
     with PostgresServer() as server:
         yield server
+
+# The machines that run the suite are shared and loaded: a property test's example may take
+# far longer than hypothesis's 200 ms deadline for no fault of the code. Timing is measured in
+# bench/, never asserted in tests.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("shared-machine", deadline=None)
+settings.load_profile("shared-machine")

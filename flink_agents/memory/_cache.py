@@ -22,6 +22,9 @@ _MISSING = object()
 """Cached: the key is not in the map."""
 _NONE = object()
 """Cached: ``get`` returned None, which is either a stored None or no key at all."""
+_COMPLETE = object()
+"""A cache key: present when the cache holds every key of the base (after a clear was
+flushed), so a key it lacks is missing and need not be read."""
 
 
 class CachedState:
@@ -29,17 +32,23 @@ class CachedState:
 
     __slots__ = ("_base", "_cache", "_cleared", "_dirty")
 
-    def __init__(self, base: StateMap) -> None:
+    def __init__(self, base: StateMap, cache: dict[str, Any] | None = None) -> None:
         self._base = base
-        self._cache: dict[str, Any] = {}
+        # ``cache``: what an earlier ``CachedState`` over the same base read, kept by the
+        # caller between callbacks; valid as long as every write to ``base`` goes through a
+        # ``CachedState`` sharing it (the run driver's per-key cache).
+        self._cache: dict[str, Any] = {} if cache is None else cache
         self._dirty: dict[str, Any] = {}  # key -> value, or _MISSING for a removal
         self._cleared = False
 
     def get(self, key: str) -> Any:
-        cached = self._cache.get(key, _NONE)
-        if cached is _NONE and key not in self._cache:
-            value = None if self._cleared else self._base.get(key)
-            self._cache[key] = _NONE if value is None else value
+        cache = self._cache
+        cached = cache.get(key, _NONE)
+        if cached is _NONE and key not in cache:
+            if self._cleared or _COMPLETE in cache:
+                return None
+            value = self._base.get(key)
+            cache[key] = _NONE if value is None else value
             return value
         return None if cached is _NONE or cached is _MISSING else cached
 
@@ -51,6 +60,8 @@ class CachedState:
             return True
         if self._cleared:
             return False
+        if key not in self._cache and _COMPLETE in self._cache:
+            return False  # (a cached None may be a stored None: the base knows)
         present = self._base.contains(key)
         if not present:
             self._cache[key] = _MISSING
@@ -70,6 +81,11 @@ class CachedState:
         self._cleared = True
 
     @property
+    def cache(self) -> dict[str, Any]:
+        """What this state knows of its base (to hand to the next ``CachedState``)."""
+        return self._cache
+
+    @property
     def dirty(self) -> bool:
         return self._cleared or bool(self._dirty)
 
@@ -78,9 +94,11 @@ class CachedState:
         if self._cleared:
             self._base.clear()
             self._cleared = False
-            # What was cleared is known to be missing now, unless written since.
+            # What was cleared is known to be missing now, unless written since; the base
+            # now holds just what is written below, all of it in the cache.
             for key in [k for k, v in self._cache.items() if v is _NONE and k not in self._dirty]:
                 self._cache[key] = _MISSING
+            self._cache[_COMPLETE] = True
         for key, value in self._dirty.items():
             if value is _MISSING:
                 self._base.remove(key)

@@ -24,6 +24,7 @@ changed key written once, when the callback ends.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -45,6 +46,19 @@ class KeyControl:
     """The run in progress when it is parked or waits for a retry (None between runs)."""
     pending: int = 0
     """Inputs queued behind ``run``."""
+
+
+class _KeyCache:
+    """What the driver keeps of one key between callbacks: the control value it last wrote
+    and what it knows of the two memory maps (``CachedState`` caches). Flink's state is
+    still written at the end of every callback; the cache only saves reading it back."""
+
+    __slots__ = ("control", "sensory", "short_term")
+
+    def __init__(self) -> None:
+        self.control: KeyControl | None = None
+        self.sensory: dict[str, Any] = {}
+        self.short_term: dict[str, Any] = {}
 
 
 class _Polling:
@@ -111,6 +125,10 @@ class KeyDriver:
         self._expected_ms: dict[str, float] = {}
         """Per action, a moving average of how long its durable calls take to finish."""
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
+        self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
+        """Recently seen keys, least recent first, at most ``state-cache-keys`` of them.
+        Only this driver writes its keys' state (a new attempt or a restore builds a new
+        driver), so what it last wrote or read is what the state holds."""
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
 
@@ -122,7 +140,7 @@ class KeyDriver:
         if journal is not None:
             journal.maybe_prune(self._oldest_in_flight)
         parked = self.parked.get(key)
-        control = state.control() or KeyControl()
+        control = self._control(key, state)
         if control.run is None:
             self._respect_in_flight_limit()
             yield from self._drive(key, control, state, timers, record=record)
@@ -145,7 +163,7 @@ class KeyDriver:
                 return
             timers.wake_at(control.run.retry_at_ms)
             timers.wake_at_end()
-        state.set_control(control)
+        self._set_control(key, state, control)
         self._slow_down_while_queues_grow()
 
     def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
@@ -163,8 +181,8 @@ class KeyDriver:
     def _wake(self, key: Any, state: KeyState, timers: Timers, draining: bool) -> Iterator[Any]:
         parked = self.parked.get(key)
         if parked is None:
-            control = state.control()
-            if control is not None and control.run is not None and (
+            control = self._control(key, state)
+            if control.run is not None and (
                 draining or timers.now_ms() >= control.run.retry_at_ms
             ):
                 # Restored from a checkpoint, or due for a retry: run the head action again
@@ -181,7 +199,7 @@ class KeyDriver:
                 return
             wait([future])
         self._unpark(key)
-        control = state.control() or KeyControl()
+        control = self._control(key, state)
         yield from self._drive(key, control, state, timers, draining, resume=parked)
 
     def _drive(
@@ -206,7 +224,12 @@ class KeyDriver:
             # The parked action's context reads and writes through the caches it started with.
             sensory, short_term = self._caches.pop(key)
         else:
-            sensory, short_term = CachedState(state.sensory), CachedState(state.short_term)
+            known = self._known(key)
+            if known is None:
+                sensory, short_term = CachedState(state.sensory), CachedState(state.short_term)
+            else:
+                sensory = CachedState(state.sensory, known.sensory)
+                short_term = CachedState(state.short_term, known.short_term)
             run = control.run if control.run is not None else self._start(key, control, record)
         try:
             while True:
@@ -261,6 +284,44 @@ class KeyDriver:
             sensory.flush()
             short_term.flush()
             state.set_control(control)
+            known = self._known(key)
+            if known is not None:
+                known.control = control
+                known.sensory, known.short_term = sensory.cache, short_term.cache
+
+    # -- the per-key cache ------------------------------------------------------------------
+
+    def _known(self, key: Any) -> _KeyCache | None:
+        """The key's cache entry, made (evicting the least recent key) if new; None when
+        ``state-cache-keys`` is 0."""
+        limit = self.options.state_cache_keys
+        if not limit:
+            return None
+        keys = self._keys
+        known = keys.get(key)
+        if known is None:
+            known = keys[key] = _KeyCache()
+            if len(keys) > limit:
+                keys.popitem(last=False)
+        else:
+            keys.move_to_end(key)
+        return known
+
+    def _control(self, key: Any, state: KeyState) -> KeyControl:
+        """The key's control value: the one this driver last wrote, else read from state."""
+        known = self._known(key)
+        if known is not None and known.control is not None:
+            return known.control
+        control = state.control() or KeyControl()
+        if known is not None:
+            known.control = control
+        return control
+
+    def _set_control(self, key: Any, state: KeyState, control: KeyControl) -> None:
+        state.set_control(control)
+        known = self._known(key)
+        if known is not None:
+            known.control = control
 
     def _start(self, key: Any, control: KeyControl, record: Any) -> RunState:
         control.sequence += 1

@@ -45,10 +45,15 @@ class AgentOptions(BaseModel):
     max_steps_per_run: int = Field(10_000, alias="max-steps-per-run", ge=1)
     async_poll_interval_ms: int = Field(5, alias="async-poll-interval-ms", ge=1)
     """First interval at which a parked run checks whether its durable call is done; it
-    doubles at every check, up to ``async-poll-max-interval-ms``. One more check comes when
-    the call is expected to end (as long as the action's recent calls took), and the
-    backoff restarts from this interval after it."""
+    doubles at every check, up to ``async-poll-max-interval-ms``. Once the action's calls
+    have a duration estimate, the checks are: after this interval, when the call is expected
+    to end, then the doubling backoff from this interval again."""
     async_poll_max_interval_ms: int = Field(50, alias="async-poll-max-interval-ms", ge=1)
+    state_cache_keys: int = Field(4096, alias="state-cache-keys", ge=0)
+    """Keys per subtask whose control value and memory the run driver keeps in memory
+    between callbacks, least recently used out: their state is still written at the end of
+    every callback, only reading it back is saved (in thread mode a state read is a call
+    into the JVM). 0 turns the cache off."""
     memory_snapshots: bool = Field(False, alias="memory-snapshots")
     """Emit each key's short-term memory after every run to a side output (for demos and
     debugging: it reads the key's whole memory once per run)."""
@@ -93,6 +98,7 @@ class AgentOptions(BaseModel):
         "async_poll_interval_ms",
         "async_poll_max_interval_ms",
         "action_log_retention_ms",
+        "state_cache_keys",
         mode="before",
     )
     @classmethod

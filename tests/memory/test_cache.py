@@ -65,3 +65,20 @@ def test_each_key_is_read_from_the_map_once_and_written_once() -> None:
     assert base.reads == 2 and base.data["count"] == 1  # nothing written yet
     cached.flush()
     assert base.data == {"": "marker", "count": 4}
+
+
+def test_a_shared_cache_serves_the_next_callback_and_knows_a_cleared_map_is_complete():
+    base = CountingState({"": "root", "a": 1})
+    first = CachedState(base)
+    assert first.get("a") == 1 and base.reads == 1
+    first.flush()
+    second = CachedState(base, first.cache)  # the next callback of the same key
+    assert second.get("a") == 1 and base.reads == 1  # not read again
+    second.clear()
+    second.put("n", None)  # a stored None
+    second.flush()
+    third = CachedState(base, second.cache)
+    # After the flushed clear the cache holds every key: a key it lacks is not read.
+    assert third.get("a") is None and not third.contains("a") and base.reads == 1
+    # A cached None may be a stored None: the base is asked.
+    assert third.contains("n") and base.data == {"n": None}

@@ -6,7 +6,8 @@ TaskManager's JVM; process mode in worker processes).
 Each kill waits until the job checkpointed since the previous one and the ledger grew, then a
 new TaskManager is started and the job restarts from its last checkpoint. Unlike the
 MiniCluster test, a kill can interrupt a durable call between its side effect and the log
-write: such a call runs again (``repeated_calls``), at most once per kill.
+write: such a call runs again (``repeated_calls``), at most once per call in flight at the
+kill.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def test_kill_9_taskmanagers_mid_stream(cluster, postgres_server, tmp_path, reco
     assert result.memory_equal, "final short-term memory differs from a run without failure"
 
     assert report.reexecuted_after_record == 0, "a completed call ran again after a restart"
-    assert report.repeated_calls <= len(result.kills), describe(result)
+    # A call in flight at a kill may have had its effect without its result reaching the
+    # log: at most one per action in flight (docs/consistency.md, case 4), that is, per
+    # kill, the parked async runs (max-in-flight) and the operator thread's own sync call.
+    in_flight = int(spec.options["max-in-flight"]) + 1
+    assert report.repeated_calls <= len(result.kills) * in_flight, describe(result)
     assert report.sensory_mismatches == 0
     assert result.errors == []

@@ -304,7 +304,7 @@ PIPELINES = [
     # options that change how a job works, not what it computes: how often parked runs poll
     # their durable call, how long the action log keeps records (200 ms in one: the Flink
     # job may prune while it runs), the job's name in the log, where embedded stores (the
-    # default action log) live
+    # default action log) live, how many keys the driver caches (none, one)
     *(
         Pipeline(
             name,
@@ -320,6 +320,7 @@ PIPELINES = [
                     "async_poll_max_interval_ms": 4,
                     "action_log_retention_ms": 200,
                     "data_dir": "{dir}/data",
+                    "state_cache_keys": 1,  # keys alternate: nearly every callback reads
                 },
             ),
             (
@@ -330,6 +331,7 @@ PIPELINES = [
                     "action_log_retention_ms": 3_600_000,
                     "action_log_job": PINNED_JOB,
                     "data_dir": "{dir}/data",
+                    "state_cache_keys": 0,
                 },
             ),
         ]

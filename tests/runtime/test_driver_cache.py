@@ -1,0 +1,151 @@
+"""The driver's per-key cache (``state-cache-keys``): what it last wrote or read of a key is
+not read back from state, every change is still written at the end of its callback, and
+evicted or disabled entries fall back to reading state, with the same results."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from flink_agents.api import Agent, Event, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.memory import DictState
+from flink_agents.plan import bind_plan, to_plan
+from flink_agents.runtime._driver import KeyControl, KeyDriver
+from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._options import AgentOptions
+
+
+class Counted(Event):
+    n: int
+    count: int
+
+
+class CounterAgent(Agent):
+    """A counter and a sum in short-term memory, a note in sensory memory."""
+
+    @action(InputEvent)
+    def count(event: InputEvent, ctx: RunnerContext) -> None:
+        count = (ctx.short_term_memory.get("count") or 0) + 1
+        ctx.short_term_memory.set("count", count)
+        ctx.sensory_memory.set("note", event.input)
+        ctx.send_event(Counted(n=event.input, count=count))
+
+    @action(Counted)
+    def total(event: Counted, ctx: RunnerContext) -> None:
+        total = (ctx.short_term_memory.get("sum") or 0) + event.n
+        ctx.short_term_memory.set("sum", total)
+        assert ctx.sensory_memory.get("note") == event.n  # the run's own sensory write
+        ctx.send_event(OutputEvent(output=(ctx.key, event.count, total)))
+
+
+class CountingMap(DictState):
+    """A ``StateMap`` that counts reads and writes, as a Flink ``MapState`` would be called."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def get(self, key: str) -> Any:
+        self.calls["get"] += 1
+        return super().get(key)
+
+    def contains(self, key: str) -> bool:
+        self.calls["get"] += 1
+        return super().contains(key)
+
+    def put(self, key: str, value: Any) -> None:
+        self.calls["put"] += 1
+        super().put(key, value)
+
+    def clear(self) -> None:
+        self.calls["clear"] += 1
+        super().clear()
+
+
+class CountingKeyState:
+    """A ``KeyState`` that counts reads of the control value and hands out copies."""
+
+    def __init__(self) -> None:
+        self.sensory = CountingMap()
+        self.short_term = CountingMap()
+        self.stored: tuple[int, Any, int] | None = None
+        self.control_reads = 0
+        self.control_writes = 0
+
+    def control(self) -> KeyControl | None:
+        self.control_reads += 1
+        return None if self.stored is None else KeyControl(*self.stored)
+
+    def set_control(self, control: KeyControl) -> None:
+        self.control_writes += 1
+        self.stored = (control.sequence, control.run, control.pending)
+
+    def push_pending(self, record: Any) -> None:
+        raise AssertionError("no run parks here")
+
+    def pop_pending(self) -> Any:
+        raise AssertionError("no run parks here")
+
+
+class Clock:
+    def now_ms(self) -> int:
+        return 0
+
+    def wake_at(self, due_ms: int) -> None:
+        pass
+
+    def wake_at_end(self) -> None:
+        pass
+
+
+def drive(cache_keys: int, keys: list[str], records: int):
+    engine = RunEngine(
+        bind_plan(to_plan(CounterAgent)),
+        AgentOptions(state_cache_keys=cache_keys, action_log="none"),
+    )
+    driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
+    states = {key: CountingKeyState() for key in keys}
+    outputs = []
+    for n in range(records):
+        key = keys[n % len(keys)]
+        outputs += list(driver.on_record(key, n, states[key], Clock()))
+    engine.close()
+    return outputs, states
+
+
+def test_a_cached_key_is_read_once_and_written_at_every_run():
+    outputs, states = drive(4096, ["a", "b"], 20)
+    for state in states.values():
+        assert state.control_reads == 1  # its first record only
+        assert state.control_writes == 10  # every run
+        # The first run reads count, the root marker and sum once each; later runs nothing.
+        assert state.short_term.calls["get"] == 3
+        assert state.short_term.calls["put"] >= 10 * 2  # count and sum, every run
+        assert state.sensory.calls["clear"] == 10  # the run's sensory memory, every run
+        # Its root marker is read in the first run only: once a clear is written, the cache
+        # knows the map holds nothing else.
+        assert state.sensory.calls["get"] == 1
+        assert state.short_term.data["count"] == 10
+        assert state.stored[0] == 10
+    assert outputs[-1] == ("b", 10, sum(range(1, 20, 2)))
+
+
+@pytest.mark.parametrize("cache_keys", [0, 1])
+def test_without_the_cache_or_after_an_eviction_state_is_read_with_the_same_results(cache_keys):
+    cached, cached_states = drive(4096, ["a", "b", "c"], 30)
+    outputs, states = drive(cache_keys, ["a", "b", "c"], 30)
+    assert outputs == cached
+    for key, state in states.items():
+        assert state.control_reads == 10  # every run: keys alternate, one entry at most
+        assert state.short_term.calls["get"] >= 10 * 3
+        assert state.short_term.data == cached_states[key].short_term.data
+        assert state.stored == cached_states[key].stored
+
+
+def test_the_option_is_validated():
+    with pytest.raises(ValueError, match=r"state-cache-keys|state_cache_keys"):
+        AgentOptions(state_cache_keys=-1)
