@@ -8,9 +8,19 @@ from uuid import UUID, SafeUUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_VERSION_4_MASK = ~((0xC000 << 48) | (0xF000 << 64))
-_VERSION_4_BITS = (0x8000 << 48) | (0x4000 << 64)
 _UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member: looked up once, not per event
+
+
+def uuid_from_bits(bits: int, version: int) -> UUID:
+    """The UUID of 128 ``bits`` with its variant and ``version`` set, as ``UUID(int=bits,
+    version=version)`` makes it, without the constructor's argument checks (``int`` and
+    ``is_safe`` are a UUID's only fields; the result compares, hashes and pickles like any
+    UUID). For ids made on every step of every run."""
+    bits = (bits & ~((0xC000 << 48) | (0xF000 << 64))) | (0x8000 << 48) | (version << 76)
+    value = object.__new__(UUID)
+    object.__setattr__(value, "int", bits)
+    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
+    return value
 
 
 def new_event_id() -> UUID:
@@ -20,13 +30,9 @@ def new_event_id() -> UUID:
     event is made on every step of every run, and a system call per event cost as much as
     the rest of the event. The ids are unique, not secret. ``random`` is seeded from the
     system when it is imported and reseeded in a forked child, so processes do not repeat
-    each other. Built without ``UUID.__init__``'s argument checks (``int`` and ``is_safe``
-    are its only fields; the result compares, hashes and pickles like any UUID).
+    each other.
     """
-    value = object.__new__(UUID)
-    object.__setattr__(value, "int", (random.getrandbits(128) & _VERSION_4_MASK) | _VERSION_4_BITS)
-    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
-    return value
+    return uuid_from_bits(random.getrandbits(128), 4)
 
 
 class Event(BaseModel):

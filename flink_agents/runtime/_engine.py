@@ -115,6 +115,10 @@ class RunEngine:
             replay them from (None: nothing is recorded).
         long_term_subdirectory: where under the embedded store this engine keeps its
             long-term memory (the Flink dispatcher's subtask).
+        job_id: the job this engine runs for, the same in every attempt and subtask (the
+            Flink dispatcher's); without an action log, the ids of long-term items derive
+            from it, so an action that runs again after a restore overwrites its items.
+            None: a fresh id per engine (the local runner).
     """
 
     def __init__(
@@ -124,6 +128,7 @@ class RunEngine:
         *,
         journal: ActionJournal | None = None,
         long_term_subdirectory: str | None = None,
+        job_id: str | None = None,
     ) -> None:
         self.plan = plan
         self.options = options or AgentOptions()
@@ -131,9 +136,10 @@ class RunEngine:
         self.resources = ResourceCache(plan)
         self.long_term = LongTermProvider(self.options, self.resources, long_term_subdirectory)
         """Long-term memory and knowledge, opened when an action first uses them."""
-        # Without an action log, ids of long-term items still differ between engines (runs
-        # of another process must not overwrite them) and repeat within one (a retry).
-        self._engine_id = uuid.uuid4().hex
+        # Without an action log, ids of long-term items derive from the job (the subtasks of
+        # one job run disjoint keys; a restored attempt repeats them) or, without one, from
+        # this engine (another process's runs must not overwrite them; a retry repeats them).
+        self._engine_id = job_id or uuid.uuid4().hex
         self.max_steps = self.options.max_steps_per_run
         self._executor: ThreadPoolExecutor | None = None
         self._actions = {a.name: a for a in plan.actions}

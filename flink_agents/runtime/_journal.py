@@ -40,7 +40,8 @@ action goes on past that call"):
   queued records with ``ActionLog.complete_many``, one transaction per batch. A batch is
   written when it reaches ``batch_size`` records (512), when ``batch_delay_ms`` (20 ms) have
   passed since its first record was queued, on ``flush`` or ``close``, whichever comes
-  first. The queue is bounded (``max_queued`` records, ``max_queued_bytes`` of payload):
+  first. The thread starts with the first record. The queue is bounded (``max_queued``
+  records, ``max_queued_bytes`` of payload):
   when the writer falls behind, ``complete`` waits for it (backpressure), never holding more.
   A record lost because the process died before its batch was written costs nothing but
   CPU: its action runs again on replay, and its durable calls, already in the log, are
@@ -84,6 +85,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import hashlib
 import json
 import threading
 import time
@@ -94,7 +96,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from flink_agents.api._events import Event
+from flink_agents.api._events import Event, uuid_from_bits
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime.action_log import (
     ActionIdentity,
@@ -107,6 +109,8 @@ from flink_agents.runtime.action_log import (
     digest_args,
 )
 from flink_agents.runtime.action_log._ids import NAMESPACE
+
+_NAMESPACE_BYTES = NAMESPACE.bytes
 
 Clock = Callable[[], int]
 
@@ -152,7 +156,8 @@ def input_event_id(job: str, key: Any, run_sequence: int) -> uuid.UUID:
     # The text of json.dumps(["input", job, canonical_key(key), run_sequence]), built from
     # cached parts.
     name = f'["input", {_json_string(job)}, {_json_string(canonical_key(key))}, {run_sequence:d}]'
-    return uuid.uuid5(NAMESPACE, name)
+    digest = hashlib.sha1(_NAMESPACE_BYTES + name.encode()).digest()  # uuid5, made faster
+    return uuid_from_bits(int.from_bytes(digest[:16]), 5)
 
 
 def function_id(function: Callable[..., Any]) -> str:
@@ -596,9 +601,10 @@ class _CompletionWriter:
         self.written = 0
         self.batches = 0
         self.failure: ActionLogError | None = None
-        self._thread = threading.Thread(target=self._run, name="action-log-writer", daemon=True)
-        self._thread.start()
-        _LIVE_WRITERS.add(self)
+        self._thread: threading.Thread | None = None
+        """Started by the first ``submit``: a job whose actions call nothing records nothing
+        and needs no thread (an idle Python thread still costs the operator thread time in
+        PyFlink's thread mode)."""
 
     # -- the journal's side ----------------------------------------------------------------
 
@@ -620,6 +626,12 @@ class _CompletionWriter:
                 cond.notify_all()
                 cond.wait(self.IDLE_WAIT_S)
             self._check_usable(waiting=False)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="action-log-writer", daemon=True
+                )
+                self._thread.start()  # its first step waits for the lock held here
+                _LIVE_WRITERS.add(self)
             queue = self._queue
             if not queue:
                 self._first_at = time.monotonic()
@@ -658,7 +670,8 @@ class _CompletionWriter:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
         if self.failure is not None:
             raise self.failure
         if self._discarded:
@@ -678,7 +691,8 @@ class _CompletionWriter:
             self._queue.clear()
             self._discarded = True
             self._cond.notify_all()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         _LIVE_WRITERS.discard(self)
         return dropped
 
@@ -689,7 +703,7 @@ class _CompletionWriter:
             raise self.failure
         if self._discarded or (self._stopping and not waiting):
             error = RuntimeError("the action journal is closed")
-        elif waiting and not self._thread.is_alive():
+        elif waiting and (self._thread is None or not self._thread.is_alive()):
             error = RuntimeError("the action log writer has stopped")
         else:
             return

@@ -4,7 +4,14 @@ import pickle
 
 import pytest
 
-from flink_agents.api import ActionExecutionError, InputEvent, OutputEvent
+from flink_agents.api import (
+    ActionExecutionError,
+    Agent,
+    InputEvent,
+    OutputEvent,
+    RunnerContext,
+    action,
+)
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import bind_plan, compile_agent, validate_plan_data
 from flink_agents.runtime import AgentOptions, PendingAction, RunEngine, RunState, StepResult
@@ -144,3 +151,26 @@ def test_run_state_survives_pickling_mid_run():
     assert results[-1].outputs == ("5->10",)
     assert parked.steps == 3
     assert len(run.queue) == 1  # the original is untouched
+
+
+class ExternalIds(Agent):
+    @action(InputEvent)
+    def work(event: InputEvent, ctx: RunnerContext) -> None:
+        ctx.send_event(OutputEvent(output=ctx.external_id()))
+
+
+def _external_id_of_first_run(**engine_args) -> str:
+    engine = RunEngine(
+        bind_plan(compile_agent(ExternalIds)), AgentOptions(action_log="none"), **engine_args
+    )
+    run = engine.start("k", 1, "record")
+    [result] = run_to_end(engine, run, DictState(), DictState())
+    return result.outputs[0]
+
+
+def test_without_a_log_ids_of_writes_outside_flink_derive_from_the_job():
+    """An action that runs again after a restore (a new engine, the same job) overwrites the
+    items it wrote; engines of different jobs, or without a job, do not collide."""
+    assert _external_id_of_first_run(job_id="job-a") == _external_id_of_first_run(job_id="job-a")
+    assert _external_id_of_first_run(job_id="job-a") != _external_id_of_first_run(job_id="job-b")
+    assert _external_id_of_first_run() != _external_id_of_first_run()

@@ -72,6 +72,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             journal=journal,
             # An embedded vector store is locked by one process: one directory per subtask.
             long_term_subdirectory=f"subtask-{_subtask_index(runtime_context)}",
+            job_id=self._job_id,
         )
         self._driver = KeyDriver(engine, errors=ERROR_TAG, snapshots=MEMORY_TAG)
         self._state = _FlinkKeyState(runtime_context)

@@ -1,0 +1,38 @@
+"""Event ids are made on every step: built fast, they must still be the UUIDs the standard
+constructors make."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import uuid
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flink_agents.api import InputEvent
+from flink_agents.api._events import new_event_id, uuid_from_bits
+from flink_agents.runtime._journal import canonical_key, input_event_id
+from flink_agents.runtime.action_log._ids import NAMESPACE
+
+
+@given(st.integers(min_value=0, max_value=2**128 - 1), st.sampled_from([1, 3, 4, 5]))
+def test_uuid_from_bits_is_the_standard_uuid(bits, version):
+    made = uuid_from_bits(bits, version)
+    standard = uuid.UUID(int=bits, version=version)
+    assert made == standard and hash(made) == hash(standard) and str(made) == str(standard)
+    assert made.version == version and made.variant == uuid.RFC_4122
+    assert pickle.loads(pickle.dumps(made)) == standard
+
+
+def test_event_ids_are_random_version_4_uuids():
+    ids = {new_event_id() for _ in range(10_000)}
+    assert len(ids) == 10_000
+    assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+    assert InputEvent(input=1).id.version == 4
+
+
+@given(st.one_of(st.text(max_size=8), st.integers()), st.integers(min_value=1, max_value=10**9))
+def test_input_event_ids_are_uuid5_of_job_key_and_run(key, sequence):
+    name = json.dumps(["input", "job", canonical_key(key), sequence])
+    assert input_event_id("job", key, sequence) == uuid.uuid5(NAMESPACE, name)
