@@ -37,6 +37,31 @@ ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
 MEMORY_TAG = OutputTag("agent-memory", Types.PICKLED_BYTE_ARRAY())
 
 
+class RejectedInput:
+    """The key under which the key-taking step sends a record whose key could not be taken
+    (pickled keys): the dispatcher passes its ``rejected`` record on to the error output.
+
+    Sending it through the keyed stream, rather than to a side output of the key-taking
+    step, keeps that step chained to the operator before it: in PyFlink's thread mode a
+    side output there cost about 15-30 us per record (``bench/RESULTS.md``)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is RejectedInput
+
+    def __hash__(self) -> int:
+        return hash(RejectedInput)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RejectedInput, ())
+
+
+REJECTED_STRING_KEY = "\x00flink-agents:rejected-input"
+"""The same for string keys (``key_type=Types.STRING()``): no key taken from a record starts
+with a NUL character in practice; for other key types rejected records use a side output."""
+
+
 class AgentDispatcher(ShippedByName, KeyedProcessFunction):
     """Executes an agent plan (given as JSON) on a stream keyed by ``TakeKey``'s pairs.
 
@@ -85,9 +110,13 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
     def process_element(
         self, keyed: tuple[Any, Any], ctx: KeyedProcessFunction.Context
     ) -> Iterator[Any]:
+        key = keyed[0]
+        kind = type(key)
+        if (kind is str and key == REJECTED_STRING_KEY) or kind is RejectedInput:
+            return iter(((ERROR_TAG, keyed[1]),))  # a record whose key could not be taken
         self._timers.service = ctx.timer_service()
         # (key, record): the builder took the key before keying.
-        return self._driver.on_record(keyed[0], keyed[1], self._state, self._timers)
+        return self._driver.on_record(key, keyed[1], self._state, self._timers)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
         self._timers.service = ctx.timer_service()

@@ -20,7 +20,13 @@ from flink_agents.plan import AgentPlan, to_plan
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, rejected, take_key
-from flink_agents.runtime.flink._dispatcher import ERROR_TAG, MEMORY_TAG, AgentDispatcher
+from flink_agents.runtime.flink._dispatcher import (
+    ERROR_TAG,
+    MEMORY_TAG,
+    REJECTED_STRING_KEY,
+    AgentDispatcher,
+    RejectedInput,
+)
 from flink_agents.runtime.flink._logging import silence_secret_loggers
 from flink_agents.runtime.flink._quiet import hide_beam_shutdown_noise
 
@@ -124,9 +130,13 @@ class FlinkAgentBuilder(AgentBuilder):
             # The key is taken once, before keying: a record whose key cannot be taken goes
             # to the error output instead of failing the job (and failing again after every
             # restart). Same parallelism as the input, so the records of a key stay in order.
+            # Rejected records travel to the dispatcher under a reserved key when the key
+            # type can hold one (pickled or string keys), else to a side output of this step.
+            rejected_key = _rejected_key_for(self._key_type)
             keyed = (
                 self._stream.process(
-                    TakeKey(self._key_selector), output_type=Types.PICKLED_BYTE_ARRAY()
+                    TakeKey(self._key_selector, rejected_key),
+                    output_type=Types.PICKLED_BYTE_ARRAY(),
                 )
                 .set_parallelism(self._stream._j_data_stream.getParallelism())
                 .name(f"agent-key:{self._plan.name}")
@@ -140,9 +150,9 @@ class FlinkAgentBuilder(AgentBuilder):
             )
             # PyFlink routes (tag, value) pairs to a side output only once the side output is
             # asked for; without this, error records would land in the main output.
-            self._errors = self._output.get_side_output(ERROR_TAG).union(
-                keyed.get_side_output(REJECTED_TAG)
-            )
+            self._errors = self._output.get_side_output(ERROR_TAG)
+            if rejected_key is None:
+                self._errors = self._errors.union(keyed.get_side_output(REJECTED_TAG))
             if self._environment.options.memory_snapshots:
                 self._memory = self._output.get_side_output(MEMORY_TAG)
         return self._output
@@ -210,16 +220,36 @@ def _import_path() -> list[str]:
 
 class TakeKey(ShippedByName, ProcessFunction):
     """``(key, record)`` for a record whose key can be taken, else a ``rejected`` error
-    record to ``REJECTED_TAG``: bad input, whatever the error policy (it is for actions)."""
+    record: bad input, whatever the error policy (it is for actions). The rejected record
+    goes on as ``(rejected_key, record)``, which the dispatcher sends to its error output,
+    or, when the key type has no room for such a key (``rejected_key`` None), to
+    ``REJECTED_TAG``."""
 
-    def __init__(self, key_of: Any) -> None:
+    def __init__(self, key_of: Any, rejected_key: Any = None) -> None:
         self.key_of = key_of
+        self.rejected_key = rejected_key
 
     def process_element(self, record: Any, ctx: ProcessFunction.Context) -> Any:
         try:
-            yield take_key(self.key_of, record), record
+            key = take_key(self.key_of, record)
+            if type(key) is str and key == REJECTED_STRING_KEY:
+                raise BadRecord(f"the key {key!r} is reserved by flink-agents")
+            yield key, record
         except BadRecord as error:
-            yield REJECTED_TAG, rejected(str(error), input=record)
+            bad = rejected(str(error), input=record)
+            if self.rejected_key is None:
+                yield REJECTED_TAG, bad
+            else:
+                yield self.rejected_key, bad
+
+
+def _rejected_key_for(key_type: Any) -> Any:
+    """The reserved key rejected records travel under for keys of ``key_type``, or None."""
+    if key_type == Types.PICKLED_BYTE_ARRAY():
+        return RejectedInput()
+    if key_type == Types.STRING():
+        return REJECTED_STRING_KEY
+    return None
 
 
 def _key_of_pair(pair: tuple[Any, Any]) -> Any:

@@ -1,5 +1,7 @@
 """The Flink dispatcher: failure policies, draining bounded inputs, DataStream wrapping."""
 
+import json
+
 import pytest
 from py4j.protocol import Py4JJavaError
 from pyflink.common import Types
@@ -131,3 +133,54 @@ def test_a_record_whose_key_cannot_be_taken_goes_to_the_error_output_not_the_job
         {"kind": "rejected", "reason": "record has no key field 'user'", "input": bad[0]},
         {"kind": "rejected", "reason": "key ['x'] is not hashable (list)", "input": bad[1]},
     ]
+
+
+def _key_of(record):
+    return record["k"]
+
+
+def _parse(line):
+    import json
+
+    return json.loads(line)
+
+
+@pytest.mark.parametrize(
+    ("key_type", "keys"),
+    [
+        (Types.STRING(), ["a", "b", "\x00flink-agents:rejected-input"]),  # the reserved key
+        (Types.LONG(), [1, 2, None]),  # no reserved key fits: the side-output path
+    ],
+    ids=["string-keys", "long-keys"],
+)
+def test_rejected_records_reach_the_error_output_whatever_the_key_type(key_type, keys):
+    """String and pickled keys send a rejected record to the dispatcher under a reserved key
+    (kept out of a side output of the key-taking step, which cost it its chaining); other
+    key types use that side output. Either way it reaches ``error_stream()``; a record whose
+    key is the reserved string itself is rejected, not taken for one."""
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(env)
+    good = [{"k": keys[n % 2], "n": n} for n in range(4)]
+    bad = [{"n": 100}]
+    if keys[2] is not None:
+        bad.append({"k": keys[2], "n": 101})
+    lines = [json.dumps(r) for r in good[:2] + bad + good[2:]]
+    source = env.from_collection(lines, type_info=Types.STRING()).map(
+        _parse, output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    builder = agents.from_datastream(source, _key_of, key_type=key_type)
+    builder.apply(agents_module.EchoAgent)
+    tagged = builder.to_datastream().map(
+        lambda o: ("out", o), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    errors = builder.error_stream().map(
+        lambda e: ("err", e), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    with tagged.union(errors).execute_and_collect() as results:
+        collected = list(results)
+    assert sorted(v["n"] for tag, v in collected if tag == "out") == [0, 1, 2, 3]
+    rejected = sorted((v for tag, v in collected if tag == "err"), key=lambda e: e["input"]["n"])
+    assert [(e["kind"], e["input"]) for e in rejected] == [("rejected", r) for r in bad]
+    assert rejected[0]["reason"] == "the key selector raised KeyError: 'k'"
+    if len(rejected) > 1:
+        assert "is reserved by flink-agents" in rejected[1]["reason"]
