@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -107,3 +107,12 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     return str(value)
+
+
+class RejectedRecord(NamedTuple):
+    """A ``rejected`` error record travelling in a job's main stream, from a step that
+    rejected its input (the main job's parser) to the key-taking step, which passes it to
+    the error output. Kept out of a side output of that step, which in PyFlink's thread mode
+    would keep it from chaining to the next one (``bench/RESULTS.md``)."""
+
+    error: dict[str, Any]

@@ -19,7 +19,7 @@ from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.plan import AgentPlan, to_plan
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
-from flink_agents.runtime._records import BadRecord, rejected, take_key
+from flink_agents.runtime._records import BadRecord, RejectedRecord, rejected, take_key
 from flink_agents.runtime.flink._dispatcher import (
     ERROR_TAG,
     MEMORY_TAG,
@@ -230,6 +230,12 @@ class TakeKey(ShippedByName, ProcessFunction):
         self.rejected_key = rejected_key
 
     def process_element(self, record: Any, ctx: ProcessFunction.Context) -> Any:
+        if type(record) is RejectedRecord:  # rejected before this step (the main job's parser)
+            if self.rejected_key is None:
+                yield REJECTED_TAG, record.error
+            else:
+                yield self.rejected_key, record.error
+            return
         try:
             key = take_key(self.key_of, record)
             if type(key) is str and key == REJECTED_STRING_KEY:

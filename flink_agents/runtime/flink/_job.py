@@ -18,7 +18,6 @@ from pyflink.common import Encoder, Types, WatermarkStrategy
 from pyflink.datastream import (
     DataStream,
     KeyedProcessFunction,
-    OutputTag,
     RuntimeContext,
     StreamExecutionEnvironment,
 )
@@ -36,6 +35,7 @@ from flink_agents.plan import AgentPlan
 from flink_agents.runtime._keys import ConstantKey, key_function
 from flink_agents.runtime._records import (
     BadRecord,
+    RejectedRecord,
     parse_json_object,
     rejected,
     take_key,
@@ -43,7 +43,6 @@ from flink_agents.runtime._records import (
 )
 from flink_agents.runtime.flink._environment import FlinkExecutionEnvironment
 
-REJECTED_TAG = OutputTag("rejected-records", Types.PICKLED_BYTE_ARRAY())
 REPLACEMENT = "\ufffd"
 NOT_UTF8 = "not UTF-8 (Flink decoded a byte sequence that is not UTF-8 as U+FFFD)"
 
@@ -60,8 +59,8 @@ class JobPaths:
 
 class ParseJsonLines(ShippedByName, KeyedProcessFunction):
     """A line of one input file (the stream is keyed by the file) to a dict record; a bad
-    line or a record without a usable key goes to ``REJECTED_TAG`` with its file, line
-    number and reason.
+    line or a record without a usable key becomes a ``RejectedRecord`` with its file, line
+    number and reason, which the agent's key-taking step passes to the error output.
 
     Flink's text format decodes UTF-8 leniently, replacing what is not UTF-8 by U+FFFD: a
     line holding U+FFFD is rejected as not UTF-8 rather than run with altered text (a file
@@ -92,7 +91,7 @@ class ParseJsonLines(ShippedByName, KeyedProcessFunction):
             take_key(self._key_of, record)
         except BadRecord as error:
             file = ctx.get_current_key()
-            yield REJECTED_TAG, rejected(str(error), raw=text, file=file, line=number)
+            yield RejectedRecord(rejected(str(error), raw=text, file=file, line=number))
             return
         yield record
 
@@ -147,14 +146,10 @@ def build_agent_job(
             .name(f"parse{suffix}")
             .uid(f"parse{suffix}")
         )
-        rejected_lines = parsed.get_side_output(REJECTED_TAG)
-        if records is None:
-            records, failures = parsed, rejected_lines
-        else:
-            records, failures = records.union(parsed), failures.union(rejected_lines)
+        records = parsed if records is None else records.union(parsed)
     builder = agents.from_datastream(records, key_field).apply(plan)
     _to_files(builder.to_datastream(), paths.output, "outputs")
-    _to_files(failures.union(builder.error_stream()), paths.errors, "errors")
+    _to_files(builder.error_stream(), paths.errors, "errors")
     if paths.memory is not None:
         _to_files(builder.memory_stream(), paths.memory, "memory")
 
