@@ -109,6 +109,19 @@ def test_from_datastream_returns_a_stream_users_keep_building_on():
         assert sorted(results) == ["k0:1", "k0:3", "k1:2"]
 
 
+def outputs_and_errors(builder) -> list[tuple[str, object]]:
+    """Run the job; its outputs as ``("out", output)`` and its error records as
+    ``("err", record)``, in the order they were collected."""
+    tagged = builder.to_datastream().map(
+        lambda o: ("out", o), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    errors = builder.error_stream().map(
+        lambda e: ("err", e), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    with tagged.union(errors).execute_and_collect() as results:
+        return list(results)
+
+
 def test_a_record_whose_key_cannot_be_taken_goes_to_the_error_output_not_the_job():
     """Missing field, unhashable value: bad input, even under the fail policy; every other
     record is processed, in order per key."""
@@ -117,14 +130,7 @@ def test_a_record_whose_key_cannot_be_taken_goes_to_the_error_output_not_the_job
     good = [{"user": f"u{n % 2}", "n": n} for n in range(6)]
     bad = [{"n": 100}, {"user": ["x"], "n": 101}]
     builder = agents.from_list(good[:3] + bad + good[3:], "user").apply(agents_module.EchoAgent)
-    tagged = builder.to_datastream().map(
-        lambda o: ("out", o), output_type=Types.PICKLED_BYTE_ARRAY()
-    )
-    errors = builder.error_stream().map(
-        lambda e: ("err", e), output_type=Types.PICKLED_BYTE_ARRAY()
-    )
-    with tagged.union(errors).execute_and_collect() as results:
-        collected = list(results)
+    collected = outputs_and_errors(builder)
     outputs = [value for tag, value in collected if tag == "out"]
     assert [o["n"] for o in outputs if o["user"] == "u0"] == [0, 2, 4]
     assert [o["n"] for o in outputs if o["user"] == "u1"] == [1, 3, 5]
@@ -170,14 +176,7 @@ def test_rejected_records_reach_the_error_output_whatever_the_key_type(key_type,
     )
     builder = agents.from_datastream(source, _key_of, key_type=key_type)
     builder.apply(agents_module.EchoAgent)
-    tagged = builder.to_datastream().map(
-        lambda o: ("out", o), output_type=Types.PICKLED_BYTE_ARRAY()
-    )
-    errors = builder.error_stream().map(
-        lambda e: ("err", e), output_type=Types.PICKLED_BYTE_ARRAY()
-    )
-    with tagged.union(errors).execute_and_collect() as results:
-        collected = list(results)
+    collected = outputs_and_errors(builder)
     assert sorted(v["n"] for tag, v in collected if tag == "out") == [0, 1, 2, 3]
     rejected = sorted((v for tag, v in collected if tag == "err"), key=lambda e: e["input"]["n"])
     assert [(e["kind"], e["input"]) for e in rejected] == [("rejected", r) for r in bad]
