@@ -219,12 +219,12 @@ class KeyDriver:
         is written once, at the end."""
         engine = self.engine
         suspension = None
+        known = self._known(key)
         if resume is not None:
             run, suspension = resume
             # The parked action's context reads and writes through the caches it started with.
             sensory, short_term = self._caches.pop(key)
         else:
-            known = self._known(key)
             if known is None:
                 sensory, short_term = CachedState(state.sensory), CachedState(state.short_term)
             else:
@@ -284,7 +284,6 @@ class KeyDriver:
             sensory.flush()
             short_term.flush()
             state.set_control(control)
-            known = self._known(key)
             if known is not None:
                 known.control = control
                 known.sensory, known.short_term = sensory.cache, short_term.cache

@@ -258,16 +258,16 @@ class ActionJournal:
     def may_replay(self, key: Any, run_sequence: int) -> bool:
         """Whether the log may hold records or calls of run ``run_sequence`` of ``key`` from
         an earlier attempt (``may_have_records`` without building an identity)."""
-        if not self._index:
-            return False
-        reached = self._index.get(canonical_key(key))
-        return reached is not None and run_sequence <= reached
+        return bool(self._index) and self._reached(canonical_key(key), run_sequence)
 
     def may_have_records(self, identity: ActionIdentity) -> bool:
         """Whether the log may hold a record or calls of ``identity`` from an earlier
         attempt: its run is at or below its key's entry in the run index."""
-        reached = self._index.get(identity.key)
-        return reached is not None and identity.run_sequence <= reached
+        return self._reached(identity.key, identity.run_sequence)
+
+    def _reached(self, canonical: str, run_sequence: int) -> bool:
+        reached = self._index.get(canonical)
+        return reached is not None and run_sequence <= reached
 
     def completed(self, identity: ActionIdentity) -> ActionRecord | None:
         """The completed record of ``identity`` if an earlier attempt wrote one.
@@ -275,8 +275,7 @@ class ActionJournal:
         Raises:
             ActionLogError: the log failed.
         """
-        if self._writer.failure is not None:
-            raise self._writer.failure
+        self.check()
         self._preloaded = None
         if not self.may_have_records(identity):
             return None
@@ -309,8 +308,7 @@ class ActionJournal:
         Raises:
             ActionLogError: the log failed.
         """
-        if self._writer.failure is not None:
-            raise self._writer.failure
+        self.check()
         preloaded, self._preloaded = self._preloaded, None
         recorded: list[DurableCall] = []
         if preloaded is not None and preloaded[0] == identity:
@@ -351,8 +349,7 @@ class ActionJournal:
             ActionLogError: the log failed, now or when the writer wrote earlier records.
             UnstorableValueError: part of the record cannot be serialized; nothing is queued.
         """
-        if self._writer.failure is not None:
-            raise self._writer.failure
+        self.check()
         record = ActionRecord(
             identity, sensory, short_term, tuple(events), tuple(calls), self.clock()
         )
@@ -382,8 +379,7 @@ class ActionJournal:
                 not written (the log is closed all the same).
         """
         if self._closed:
-            if self._writer.failure is not None:
-                raise self._writer.failure
+            self.check()
             return
         self._closed = True
         try:
@@ -403,8 +399,7 @@ class ActionJournal:
         Raises:
             ActionLogError: the log failed (now or in the writer).
         """
-        if self._writer.failure is not None:
-            raise self._writer.failure
+        self.check()
         now = self.clock()
         if now - self._last_prune_ms < self.retention_ms // 4:
             return 0

@@ -231,10 +231,7 @@ class TakeKey(ShippedByName, ProcessFunction):
 
     def process_element(self, record: Any, ctx: ProcessFunction.Context) -> Any:
         if type(record) is RejectedRecord:  # rejected before this step (the main job's parser)
-            if self.rejected_key is None:
-                yield REJECTED_TAG, record.error
-            else:
-                yield self.rejected_key, record.error
+            yield self._rejection(record.error)
             return
         try:
             key = take_key(self.key_of, record)
@@ -242,11 +239,11 @@ class TakeKey(ShippedByName, ProcessFunction):
                 raise BadRecord(f"the key {key!r} is reserved by flink-agents")
             yield key, record
         except BadRecord as error:
-            bad = rejected(str(error), input=record)
-            if self.rejected_key is None:
-                yield REJECTED_TAG, bad
-            else:
-                yield self.rejected_key, bad
+            yield self._rejection(rejected(str(error), input=record))
+
+    def _rejection(self, error: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """``error`` on its way to the error output: under the reserved key, else tagged."""
+        return (REJECTED_TAG if self.rejected_key is None else self.rejected_key), error
 
 
 def _rejected_key_for(key_type: Any) -> Any:
