@@ -17,6 +17,7 @@ import functools
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -145,7 +146,7 @@ class SqliteActionLog(ActionLog):
             check_same_thread=False,  # shared by threads, serialized by self._lock
         )
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
+        _use_wal(self._db)
         # WAL with NORMAL is durable against process crashes, which is what Flink recovery
         # is about; only an OS crash may lose the last transactions.
         self._db.execute("PRAGMA synchronous = NORMAL")
@@ -285,3 +286,21 @@ class SqliteActionLog(ActionLog):
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Switch the database to WAL mode (it stays so in the file). The switch needs the file
+    to itself, and SQLite reports a busy file at once here instead of calling the busy
+    handler: subtasks opening a new log together (threads of one worker or processes of one
+    machine) would fail with "database is locked". So it is retried until the busy timeout,
+    as any other statement waits."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)

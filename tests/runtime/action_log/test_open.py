@@ -76,3 +76,28 @@ def test_a_sqlite_log_whose_directory_cannot_be_made_is_an_action_log_error(
     path = tmp_path / "a-file" / "log.db"
     with pytest.raises(ActionLogError, match=rf"^action log {path}: opening failed: \w+Error"):
         open_action_log(path)
+
+
+def test_subtasks_opening_a_new_sqlite_log_together_all_open_it(tmp_path):
+    """Switching a new file to WAL mode needs it to itself, and SQLite answers "database is
+    locked" at once there instead of waiting: the log retries as any statement waits."""
+    import threading
+
+    for trial in range(40):
+        url = f"sqlite:///{tmp_path}/log-{trial}.db"
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(8)
+
+        def open_and_close(url=url, errors=errors, barrier=barrier) -> None:
+            barrier.wait()
+            try:
+                open_action_log(url).close()
+            except Exception as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=open_and_close) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [], f"trial {trial}: {errors[0]}"
