@@ -5,6 +5,7 @@ from flink_agents.memory._buffer import BufferedState, MemoryDelta
 from flink_agents.memory._cache import CachedState
 from flink_agents.memory._flat import FlatMemory, ObjectMarker, StoredMemoryObject, to_dict
 from flink_agents.memory._identity import NAMESPACE, IdMinter, external_id_of
+from flink_agents.memory._rebase import apply_rebased, rebase_points
 from flink_agents.memory._state import DictState, StateMap
 from flink_agents.memory.budget import BudgetResult, TokenBudgetError, fit_to_budget
 
@@ -21,7 +22,9 @@ __all__ = [
     "StateMap",
     "StoredMemoryObject",
     "TokenBudgetError",
+    "apply_rebased",
     "external_id_of",
     "fit_to_budget",
+    "rebase_points",
     "to_dict",
 ]

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from flink_agents.api._errors import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
-from flink_agents.runtime._engine import RunEngine, RunState, Suspension
+from flink_agents.runtime._engine import RunEngine, RunState, StepResult, Suspended
 from flink_agents.runtime._records import failed_run
 
 
@@ -116,7 +116,7 @@ class KeyDriver:
         self.options = engine.options
         self.errors = errors
         self.snapshots = snapshots
-        self.parked: dict[Any, tuple[RunState, Suspension]] = {}
+        self.parked: dict[Any, tuple[RunState, Suspended]] = {}
         """Runs waiting on a durable call in this process (never checkpointed)."""
         self._caches: dict[Any, tuple[CachedState, CachedState]] = {}
         """The memory caches of parked runs (flushed; kept for their action's context)."""
@@ -211,7 +211,7 @@ class KeyDriver:
         draining: bool = False,
         *,
         record: Any = None,
-        resume: tuple[RunState, Suspension] | None = None,
+        resume: tuple[RunState, Suspended] | None = None,
     ) -> Iterator[Any]:
         """Run the key's run in progress (``resume``: a parked run, live, with its done
         call; else the one in state, restored or due for a retry; else a new one for
@@ -260,7 +260,7 @@ class KeyDriver:
                         )
                         break  # run abandoned
                     suspension = None
-                    if isinstance(outcome, Suspension):
+                    if not isinstance(outcome, StepResult):
                         self._park(run, outcome, timers)
                         self._caches[key] = (sensory, short_term)
                         control.run = run
@@ -347,7 +347,7 @@ class KeyDriver:
             return True
         return False
 
-    def _park(self, run: RunState, suspension: Suspension, timers: Timers) -> None:
+    def _park(self, run: RunState, suspension: Suspended, timers: Timers) -> None:
         self.parked[run.key] = (run, suspension)
         future, action = suspension.future, suspension.action
         self._in_flight.add(future)
@@ -408,12 +408,8 @@ class KeyDriver:
     def _oldest_in_flight(self) -> int | None:
         """When the oldest parked action of this driver started (its partial calls in the
         action log must outlive any pruning)."""
-        started = [
-            s.context.recorder.started_ms
-            for _, s in self.parked.values()
-            if s.context.recorder is not None
-        ]
-        return min(started, default=None)
+        started = [s.oldest_call_ms for _, s in self.parked.values()]
+        return min((ms for ms in started if ms is not None), default=None)
 
     def _slow_down_while_queues_grow(self) -> None:
         """Backpressure for inputs queued behind parked runs: past ``max-in-flight``, wait

@@ -8,12 +8,14 @@ calls ``start``, then ``step`` until ``finished``, then ``end``. Everything it k
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import itertools
 import uuid
 from collections import deque
 from collections.abc import Coroutine, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
@@ -21,7 +23,7 @@ from typing import Any, NamedTuple
 
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent, OutputEvent
-from flink_agents.memory import MemoryDelta, StateMap
+from flink_agents.memory import MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import NO_CHANGE, ActionContext
 from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
@@ -65,10 +67,16 @@ class RunState:
     """Whether an action of this run changed sensory memory (else there is nothing to clear)."""
     parked: bool = False
     """Whether the run was ever kept in state (so the runner has state to clean up)."""
+    settled: dict[int, tuple[MemoryDelta, MemoryDelta, Sequence[Event], bool]] | None = None
+    """The members of a failed fan-out group at the head of the queue that completed, by
+    position: a retry runs only the others again (they still commit in plan order)."""
+    ready: list[StepResult] = field(default_factory=list)
+    """Results of a fan-out group's later members, already applied, that ``step``
+    returns one at a time (empty whenever the run is parked or checkpointed)."""
 
     @property
     def finished(self) -> bool:
-        return not self.queue
+        return not self.queue and not self.ready
 
 
 class StepResult(NamedTuple):
@@ -99,8 +107,58 @@ class Suspension:
     coroutine: Coroutine[Any, Any, Any]
     future: Future[Any]
 
+    @property
+    def oldest_call_ms(self) -> int | None:
+        """When the action's recorder started (its recorded calls must outlive pruning)."""
+        recorder = self.context.recorder
+        return None if recorder is None else recorder.started_ms
 
-StepOutcome = StepResult | Suspension
+
+class _Member:
+    """One action of a fan-out group: running, awaiting a call, or settled (with its
+    result or its failure)."""
+
+    __slots__ = ("action", "context", "coroutine", "failure", "future", "result")
+
+    def __init__(self, action: BoundAction) -> None:
+        self.action = action
+        self.context: ActionContext | None = None
+        self.coroutine: Coroutine[Any, Any, Any] | None = None
+        self.future: Future[Any] | None = None
+        """The durable call it awaits (None once settled)."""
+        self.result: tuple[MemoryDelta, MemoryDelta, Sequence[Event], bool] | None = None
+        """Sensory and short-term deltas, sent events, and whether they were replayed."""
+        self.failure: ActionExecutionError | None = None
+
+
+@dataclass
+class GroupSuspension:
+    """A fan-out group (async actions listening to one event, run side by side) with at
+    least one member awaiting a durable call. ``future`` is done once any awaited call is
+    done; the runner then resumes it with ``RunEngine.resume``, like a ``Suspension``."""
+
+    members: list[_Member]
+    maps: tuple[StateMap, StateMap]
+    future: Future[None]
+
+    @property
+    def action(self) -> str:
+        """The group's name (its members', in plan order): runners key their estimates
+        of how long a suspension lasts by it."""
+        return "+".join(member.action.name for member in self.members)
+
+    @property
+    def oldest_call_ms(self) -> int | None:
+        started = [
+            m.context.recorder.started_ms
+            for m in self.members
+            if m.context is not None and m.context.recorder is not None
+        ]
+        return min(started, default=None)
+
+
+Suspended = Suspension | GroupSuspension
+StepOutcome = StepResult | Suspended
 
 
 class RunEngine:
@@ -146,6 +204,13 @@ class RunEngine:
         self._configs = {
             a.name: MappingProxyType({**plan.plan.config, **a.config}) for a in plan.actions
         }
+        self._parallel = frozenset(
+            a.name
+            for a in plan.actions
+            if self.options.parallel_actions and inspect.iscoroutinefunction(a.function)
+        )
+        """The ``async def`` actions, which run side by side with the ``async def``
+        actions next to them listening to the same event (``parallel-actions``)."""
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -158,7 +223,8 @@ class RunEngine:
 
     def close(self) -> None:
         """Stop the executor (waiting for running calls, which record their results), let
-        compactions finish, then write the journal's queued records and close its log.
+        compactions finish, close the resources (an MCP server's session), then write the
+        journal's queued records and close its log.
 
         Raises:
             ActionLogError: the journal could not write its queued records.
@@ -169,8 +235,11 @@ class RunEngine:
         try:
             self.long_term.close()
         finally:
-            if self.journal is not None:
-                self.journal.close()
+            try:
+                self.resources.close()
+            finally:
+                if self.journal is not None:
+                    self.journal.close()
 
     def _writer_identity(
         self, key: Any, sequence: int, step: int, action: str
@@ -205,15 +274,18 @@ class RunEngine:
         return run
 
     def step(self, run: RunState, sensory: StateMap, short_term: StateMap) -> StepOutcome:
-        """Run the next queued action.
+        """Run the next queued action (with the ``async def`` actions queued right behind
+        it for the same event, when it is one: a fan-out group, see ``_start_group``).
 
         Returns a ``StepResult`` when the action completed (its effects are then applied to
-        the two maps), or a ``Suspension`` when an ``async def`` action awaits durable work.
+        the two maps), or a suspension when an ``async def`` action awaits durable work.
 
         Raises:
             ActionExecutionError: the action raised; nothing it did was applied, and the
                 pending action stays at the head of the queue.
         """
+        if run.ready:
+            return run.ready.pop(0)
         pending = run.queue[0]
         action = self._actions[pending.action]
         if run.steps >= self.max_steps:
@@ -225,23 +297,54 @@ class RunEngine:
                     "in a loop? (raise max_steps if this is intended)"
                 ),
             )
-        new_recorder = None
+        if pending.action in self._parallel:
+            group = self._fan_out(run)
+            if len(group) > 1:
+                return self._start_group(run, group, sensory, short_term)
+        step = run.steps + 1
         journal = self.journal
         if journal is not None:
-            # An ActionLogError here is the log's failure, not the action's: it propagates
-            # and fails the job (Flink restarts it), whatever the error policy.
-            journal.check()
-            if journal.may_replay(run.key, run.sequence):
-                identity = journal.identity(run.key, run.sequence, run.steps + 1, action.name)
-                record = journal.completed(identity)
-                if record is not None:
-                    return self._replay(run, record, sensory, short_term)
+            record = self._recorded(run, step, action)
+            if record is not None:
+                return self._replay(run, record, sensory, short_term)
+        context = self._context(run, action, step, sensory, short_term)
+        try:
+            result = action.function(pending.event, context)
+        except Exception as error:
+            raise self._failure(run, action, error, context) from error
+        if inspect.iscoroutine(result):
+            return self._advance(run, action, context, result, None, None)
+        return self._complete(run, action, context)
+
+    def _recorded(self, run: RunState, step: int, action: BoundAction) -> ActionRecord | None:
+        """The action log's record of this step, when an earlier attempt completed it.
+
+        Raises:
+            ActionLogError: the log failed (the job fails, whatever the error policy: it
+                is not the action's failure).
+        """
+        journal = self.journal
+        journal.check()
+        if not journal.may_replay(run.key, run.sequence):
+            return None
+        return journal.completed(journal.identity(run.key, run.sequence, step, action.name))
+
+    def _context(
+        self,
+        run: RunState,
+        action: BoundAction,
+        step: int,
+        sensory: StateMap,
+        short_term: StateMap,
+    ) -> ActionContext:
+        """A fresh context for executing ``action`` as step ``step`` of ``run``."""
+        new_recorder = None
+        if self.journal is not None:
             # Made by the action's first durable call: most actions make none.
             new_recorder = partial(
-                self._new_recorder, run.key, run.sequence, run.steps + 1, action.name,
-                run.attempts > 0,
+                self._new_recorder, run.key, run.sequence, step, action.name, run.attempts > 0
             )
-        context = ActionContext(
+        return ActionContext(
             run.key,
             sensory,
             short_term,
@@ -252,20 +355,14 @@ class RunEngine:
             long_term=self.long_term,
             # The identity of its id minter, computed only if the action writes outside
             # Flink (long-term memory, knowledge, external ids): off the hot path.
-            identity=partial(
-                self._writer_identity, run.key, run.sequence, run.steps + 1, action.name
-            ),
+            identity=partial(self._writer_identity, run.key, run.sequence, step, action.name),
         )
-        try:
-            result = action.function(pending.event, context)
-        except Exception as error:
-            raise self._failure(run, action, error, context) from error
-        if inspect.iscoroutine(result):
-            return self._advance(run, action, context, result, None, None)
-        return self._complete(run, action, context)
 
-    def resume(self, run: RunState, suspension: Suspension) -> StepOutcome:
-        """Continue a suspended action whose future is done (same maps as its ``step``)."""
+    def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:
+        """Continue a suspended action (or group) whose future is done (same maps as its
+        ``step``)."""
+        if isinstance(suspension, GroupSuspension):
+            return self._resume_group(run, suspension)
         action = self._actions[suspension.action]
         error = suspension.future.exception()
         value = None if error is not None else suspension.future.result()
@@ -277,7 +374,7 @@ class RunEngine:
 
     def complete_blocking(self, run: RunState, outcome: StepOutcome) -> StepResult:
         """Wait on this thread for a suspended action's durable work until it completes."""
-        while isinstance(outcome, Suspension):
+        while not isinstance(outcome, StepResult):
             wait([outcome.future])
             outcome = self.resume(run, outcome)
         return outcome
@@ -285,6 +382,8 @@ class RunEngine:
     def end(self, run: RunState, sensory: StateMap) -> None:
         """Close a run: its sensory memory is cleared (when the run wrote any)."""
         run.queue.clear()
+        run.ready.clear()
+        run.settled = None
         if run.sensory_written:
             sensory.clear()
 
@@ -299,26 +398,23 @@ class RunEngine:
     ) -> StepOutcome:
         """Drive ``coroutine`` until it completes or awaits durable work."""
         try:
-            while True:
-                yielded = coroutine.throw(error) if error is not None else coroutine.send(value)
-                error = value = None
-                if yielded is None:  # a bare yield, e.g. asyncio.sleep(0): keep going
-                    continue
-                if isinstance(yielded, Future):
-                    return Suspension(action.name, context, coroutine, yielded)
-                coroutine.close()
-                raise FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS}, it awaited {yielded!r}")
-        except StopIteration:
-            return self._complete(run, action, context)
-        except RuntimeError as failure:
-            if "event loop" not in str(failure):
-                raise self._failure(run, action, failure, context) from failure
-            explained = FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS} (asyncio said: {failure})")
-            raise self._failure(run, action, explained, context) from failure
+            future = _until_call(coroutine, value, error)
         except Exception as failure:
             raise self._failure(run, action, failure, context) from failure
+        if future is not None:
+            return Suspension(action.name, context, coroutine, future)
+        return self._complete(run, action, context)
 
-    def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
+    def _record(
+        self, run: RunState, action: BoundAction, context: ActionContext
+    ) -> tuple[MemoryDelta, MemoryDelta]:
+        """Record a completed execution in the action log when it made durable calls or
+        wrote outside Flink state; its memory deltas (the maps are still untouched).
+
+        Raises:
+            ActionExecutionError: the log cannot store a value the action produced.
+            ActionLogError: the log failed.
+        """
         sensory_delta, short_term_delta = context.deltas()
         recorder = context.recorder
         if recorder is None and context.wrote_outside and self.journal is not None:
@@ -338,10 +434,159 @@ class RunEngine:
                 )
             except UnstorableValueError as error:
                 raise self._failure(run, action, error) from error
+        return sensory_delta, short_term_delta
+
+    def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
+        sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
         return self._apply(
             run, action.name, sensory_delta, short_term_delta, context.sent, sensory, short_term
         )
+
+    # -- fan-out groups ----------------------------------------------------------------------
+
+    def _fan_out(self, run: RunState) -> list[PendingAction]:
+        """The fan-out group at the head of the queue: the head (an ``async def`` action)
+        and the ``async def`` actions queued right behind it for the same event, within
+        the run's step budget."""
+        queue = run.queue
+        head = queue[0]
+        group = [head]
+        for pending in itertools.islice(queue, 1, self.max_steps - run.steps):
+            if pending.event is not head.event or pending.action not in self._parallel:
+                break
+            group.append(pending)
+        return group
+
+    def _start_group(
+        self,
+        run: RunState,
+        group: list[PendingAction],
+        sensory: StateMap,
+        short_term: StateMap,
+    ) -> StepOutcome:
+        """Start every member of a fan-out group, each up to its first durable call, so
+        their calls overlap. Every member sees the memory as it was when the group started
+        (and its own writes, not the other members'); the group commits in plan order once
+        all members are done (``_settle_group``). Each member keeps the step number it
+        would have had alone, so the action log replays it the same way."""
+        members = []
+        settled = run.settled or {}
+        for index, pending in enumerate(group):
+            member = _Member(self._actions[pending.action])
+            members.append(member)
+            step = run.steps + 1 + index
+            if index in settled:  # completed before the group failed: not run again
+                member.result = settled[index]
+                continue
+            if self.journal is not None:
+                record = self._recorded(run, step, member.action)
+                if record is not None:
+                    member.result = (record.sensory, record.short_term, record.events, True)
+                    continue
+            context = member.context = self._context(
+                run, member.action, step, sensory, short_term
+            )
+            try:
+                result = member.action.function(pending.event, context)
+            except Exception as error:
+                member.failure = self._member_failure(run, member, error)
+                continue
+            if inspect.iscoroutine(result):
+                member.coroutine = result
+                self._drive_member(run, member, None, None)
+            else:
+                self._settle_member(run, member)
+        return self._settle_group(run, members, (sensory, short_term))
+
+    def _resume_group(self, run: RunState, suspension: GroupSuspension) -> StepOutcome:
+        """Continue every member whose call is done; commit the group once all are done."""
+        for member in suspension.members:
+            future = member.future
+            if future is not None and future.done():
+                member.future = None
+                error = future.exception()
+                value = None if error is not None else future.result()
+                self._drive_member(run, member, value, error)
+        return self._settle_group(run, suspension.members, suspension.maps)
+
+    def _drive_member(
+        self, run: RunState, member: _Member, value: Any, error: BaseException | None
+    ) -> None:
+        try:
+            future = _until_call(member.coroutine, value, error)
+        except Exception as failure:
+            member.coroutine = None
+            member.failure = self._member_failure(run, member, failure)
+            return
+        if future is not None:
+            member.future = future
+        else:
+            member.coroutine = None
+            self._settle_member(run, member)
+
+    def _settle_member(self, run: RunState, member: _Member) -> None:
+        try:
+            sensory_delta, short_term_delta = self._record(run, member.action, member.context)
+        except ActionExecutionError as failure:
+            member.failure = failure
+            return
+        member.result = (sensory_delta, short_term_delta, member.context.sent, False)
+
+    def _member_failure(
+        self, run: RunState, member: _Member, error: Exception
+    ) -> ActionExecutionError:
+        """The member's failure, kept until the group settles; the action log's own failure
+        is raised at once (the job fails)."""
+        failure = self._failure(run, member.action, error, member.context)
+        if not isinstance(failure, ActionExecutionError):
+            raise failure from error
+        failure.__cause__ = error
+        return failure
+
+    def _settle_group(
+        self, run: RunState, members: list[_Member], maps: tuple[StateMap, StateMap]
+    ) -> StepOutcome:
+        """Suspend while a member awaits a call; then raise the first failure in plan order
+        (nothing of the group is applied; the members that completed are kept in the run,
+        so a retry runs only the failed ones again), or apply every member in plan order
+        and return the first member's result (``step`` returns the others')."""
+        waiting = [member.future for member in members if member.future is not None]
+        if waiting:
+            wake: Future[None] = Future()
+
+            def ring(_: Future[Any]) -> None:  # on the executor's thread
+                with contextlib.suppress(InvalidStateError):  # another call rang first
+                    wake.set_result(None)
+
+            for future in waiting:
+                future.add_done_callback(ring)
+            return GroupSuspension(members, maps, wake)
+        failed = [member.failure for member in members if member.failure is not None]
+        if failed:
+            run.settled = {
+                index: member.result
+                for index, member in enumerate(members)
+                if member.result is not None
+            }
+            raise failed[0]
+        run.settled = None
+        sensory, short_term = maps
+        later = [member.result for member in members[1:]]
+        bases = (
+            rebase_points((result[0] for result in later), sensory),
+            rebase_points((result[1] for result in later), short_term),
+        )
+        results = []
+        for index, member in enumerate(members):
+            sensory_delta, short_term_delta, events, replayed = member.result
+            result = self._apply(
+                run, member.action.name, sensory_delta, short_term_delta, events, sensory,
+                short_term, bases if index else None,
+            )
+            results.append(result._replace(replayed=True) if replayed else result)
+        run.ready.extend(results[1:])
+        return results[0]
 
     def _replay(
         self, run: RunState, record: ActionRecord, sensory: StateMap, short_term: StateMap
@@ -362,12 +607,21 @@ class RunEngine:
         events: Sequence[Event],
         sensory: StateMap,
         short_term: StateMap,
+        bases: tuple[dict[str, Any], dict[str, Any]] | None = None,
     ) -> StepResult:
+        """Apply a completed action's effects (``bases``: a later member of a fan-out
+        group, whose deltas are merged with the earlier members', see ``apply_rebased``)."""
         if sensory_delta is not NO_CHANGE:
-            sensory_delta.apply_to(sensory)
+            if bases is None:
+                sensory_delta.apply_to(sensory)
+            else:
+                apply_rebased(sensory_delta, bases[0], sensory)
             run.sensory_written = run.sensory_written or not sensory_delta.is_empty()
         if short_term_delta is not NO_CHANGE:
-            short_term_delta.apply_to(short_term)
+            if bases is None:
+                short_term_delta.apply_to(short_term)
+            else:
+                apply_rebased(short_term_delta, bases[1], short_term)
         run.queue.popleft()
         run.steps += 1
         run.attempts = 0
@@ -404,3 +658,31 @@ class RunEngine:
         return ActionExecutionError(
             key=run.key, action=action.name, input=run.input, run_sequence=run.sequence, cause=error
         )
+
+
+def _until_call(
+    coroutine: Coroutine[Any, Any, Any], value: Any, error: BaseException | None
+) -> Future[Any] | None:
+    """Drive an action's coroutine until it awaits durable work (its future) or returns
+    (None), sending it ``value`` or throwing ``error`` first.
+
+    Raises:
+        Exception: what the coroutine raised; an await of anything but a durable call as a
+            ``FlinkAgentsError``.
+    """
+    try:
+        while True:
+            yielded = coroutine.throw(error) if error is not None else coroutine.send(value)
+            error = value = None
+            if yielded is None:  # a bare yield, e.g. asyncio.sleep(0): keep going
+                continue
+            if isinstance(yielded, Future):
+                return yielded
+            coroutine.close()
+            raise FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS}, it awaited {yielded!r}")
+    except StopIteration:
+        return None
+    except RuntimeError as failure:
+        if "event loop" not in str(failure):
+            raise
+        raise FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS} (asyncio said: {failure})") from failure

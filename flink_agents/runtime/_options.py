@@ -43,6 +43,12 @@ class AgentOptions(BaseModel):
     retry_initial_backoff_ms: int = Field(100, alias="retry-initial-backoff-ms", ge=0)
     retry_max_backoff_ms: int = Field(10_000, alias="retry-max-backoff-ms", ge=0)
     max_steps_per_run: int = Field(10_000, alias="max-steps-per-run", ge=1)
+    parallel_actions: bool = Field(True, alias="parallel-actions")
+    """Run the ``async def`` actions that listen to one event side by side, so their
+    durable calls overlap (a fan-out of LLM calls takes as long as the slowest). Each sees
+    the memory as it was when the event's first listener started, plus its own writes;
+    their writes and events commit in plan order once all are done (docs/consistency.md,
+    "Fan-out"). ``false``: one action at a time, each seeing the writes of those before."""
     async_poll_interval_ms: int = Field(5, alias="async-poll-interval-ms", ge=1)
     """First interval at which a parked run checks whether its durable call is done; it
     doubles at every check, up to ``async-poll-max-interval-ms``. Once the action's calls
