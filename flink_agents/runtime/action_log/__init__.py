@@ -17,16 +17,25 @@ from flink_agents.runtime.action_log._base import (
     ActionRecord,
     DurableCall,
     EncodedRecord,
+    InterruptedAction,
     PickleSerializer,
     RecordedError,
     Serializer,
     UnstorableValueError,
     redact_secrets,
 )
+from flink_agents.runtime.action_log._history import (
+    ActionEntry,
+    KeyHistory,
+    MemoryChange,
+    RunHistory,
+    key_history,
+)
 from flink_agents.runtime.action_log._ids import digest_args, external_id
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
 
 __all__ = [
+    "ActionEntry",
     "ActionIdentity",
     "ActionLog",
     "ActionLogError",
@@ -34,12 +43,17 @@ __all__ = [
     "DurableCall",
     "EncodedRecord",
     "InMemoryActionLog",
+    "InterruptedAction",
+    "KeyHistory",
+    "MemoryChange",
     "PickleSerializer",
     "RecordedError",
+    "RunHistory",
     "Serializer",
     "UnstorableValueError",
     "digest_args",
     "external_id",
+    "key_history",
     "open_action_log",
 ]
 

@@ -48,7 +48,9 @@ class DurableCall:
     """One ``ctx.durable_execute`` call of an action: what was called and how it ended.
 
     ``function`` and ``args_digest`` detect a call that no longer matches on replay.
-    ``error`` is set when the call raised; ``result`` is then None.
+    ``error`` is set when the call raised; ``result`` is then None. ``duration_ms`` is how
+    long the call ran, when its recorder measured it (None in logs written before calls
+    were timed); it plays no part in matching.
     """
 
     index: int
@@ -56,6 +58,7 @@ class DurableCall:
     args_digest: str
     result: Any = None
     error: BaseException | None = None
+    duration_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,18 @@ class ActionRecord:
     sensory: MemoryDelta
     short_term: MemoryDelta
     events: tuple[Event, ...]
+    calls: tuple[DurableCall, ...]
+    epoch: int
+
+
+@dataclass(frozen=True)
+class InterruptedAction:
+    """An action the log holds durable calls of but no completed record: it was running
+    when its process stopped, it failed (and may be retried), or it is running now.
+
+    ``epoch`` is the one all its calls share (see ``ActionLog.record_call``)."""
+
+    identity: ActionIdentity
     calls: tuple[DurableCall, ...]
     epoch: int
 
@@ -208,6 +223,28 @@ class ActionLog(ABC):
         """
 
     @abstractmethod
+    def jobs(self) -> list[str]:
+        """Every job the log holds a completed record or a recorded call of, sorted.
+
+        For people looking at a log (``flink-agents history``), not for the runtime: it may
+        read every row's job.
+        """
+
+    @abstractmethod
+    def key_records(self, job: str, key: str) -> list[ActionRecord]:
+        """The completed records of one key of ``job``, ordered by run sequence, step and
+        action: one statement served by the primary key (job, key, run sequence, ...)."""
+
+    @abstractmethod
+    def key_interrupted(self, job: str, key: str) -> list[InterruptedAction]:
+        """The actions of one key of ``job`` that have recorded calls and no completed
+        record, ordered like ``key_records``, each with its calls by index.
+
+        Read it before ``key_records`` when both are wanted: an action that completes in
+        between then shows up twice (its calls, then its record) rather than not at all.
+        """
+
+    @abstractmethod
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         """Store ``call`` at ``call.index``, replacing any call there and dropping later ones.
 
@@ -307,6 +344,11 @@ def redact_secrets(text: str, secrets: tuple[str, ...] = ()) -> str:
 # -- payload encoding shared by every backend ----------------------------------------------
 # Payloads hold plain tuples and dicts rather than the dataclasses above, so that renaming or
 # moving these classes does not make existing logs unreadable.
+#
+# A call's duration came later than the layout, so it travels beside the five-part call
+# tuple rather than in it: as the "call_ms" entry of a record's body (readers ignore keys
+# they do not know) and as a third element of a partial call's payload. Payloads without
+# them (older logs, calls nobody timed) read back with ``duration_ms=None``.
 
 
 def _dumps(serializer: Serializer, obj: Any, what: str) -> bytes:
@@ -337,20 +379,23 @@ def _call_tuple(serializer: Serializer, call: DurableCall) -> tuple[Any, ...]:
     return (call.index, call.function, call.args_digest, call.result, error)
 
 
-def _call_from(parts: tuple[Any, ...]) -> DurableCall:
+def _call_from(parts: tuple[Any, ...], duration_ms: float | None = None) -> DurableCall:
     index, function, args_digest, result, error = parts
-    return DurableCall(index, function, args_digest, result, error)
+    return DurableCall(index, function, args_digest, result, error, duration_ms)
 
 
 def encode_call(serializer: Serializer, call: DurableCall) -> bytes:
     """The payload of a partial call."""
     what = f"the result of durable call {call.index} ({call.function})"
-    return _dumps(serializer, (PAYLOAD_VERSION, _call_tuple(serializer, call)), what)
+    parts = _call_tuple(serializer, call)
+    if call.duration_ms is None:
+        return _dumps(serializer, (PAYLOAD_VERSION, parts), what)
+    return _dumps(serializer, (PAYLOAD_VERSION, parts, {"duration_ms": call.duration_ms}), what)
 
 
 def decode_call(serializer: Serializer, payload: bytes) -> DurableCall:
-    _version, parts = serializer.loads(payload)
-    return _call_from(parts)
+    _version, parts, *extra = serializer.loads(payload)
+    return _call_from(parts, extra[0].get("duration_ms") if extra else None)
 
 
 def _delta_tuple(delta: MemoryDelta) -> tuple[Any, ...]:
@@ -370,6 +415,8 @@ def encode_record(serializer: Serializer, record: ActionRecord) -> bytes:
         "events": tuple(record.events),
         "calls": tuple([_call_tuple(serializer, call) for call in calls]) if calls else (),
     }
+    if calls and any(call.duration_ms is not None for call in calls):
+        body["call_ms"] = tuple(call.duration_ms for call in calls)
     try:
         return serializer.dumps((PAYLOAD_VERSION, body))
     except Exception as error:
@@ -383,11 +430,29 @@ def decode_record(
     serializer: Serializer, identity: ActionIdentity, epoch: int, payload: bytes
 ) -> ActionRecord:
     _version, body = serializer.loads(payload)
+    calls = body["calls"]
+    durations = body.get("call_ms") or (None,) * len(calls)
     return ActionRecord(
         identity=identity,
         sensory=MemoryDelta(*body["sensory"]),
         short_term=MemoryDelta(*body["short_term"]),
         events=tuple(body["events"]),
-        calls=tuple(_call_from(parts) for parts in body["calls"]),
+        calls=tuple(map(_call_from, calls, durations)),
         epoch=epoch,
     )
+
+
+def interrupted_actions(
+    serializer: Serializer, job: str, key: str, rows: Sequence[tuple[Any, ...]]
+) -> list[InterruptedAction]:
+    """The SQL backends' partial-call rows of one key, ``(run_sequence, step, action, epoch,
+    payload)`` ordered by identity and call index, grouped into ``InterruptedAction``s."""
+    grouped: dict[ActionIdentity, tuple[int, list[DurableCall]]] = {}
+    for run_sequence, step, action, epoch, payload in rows:
+        identity = ActionIdentity(job, key, int(run_sequence), int(step), action)
+        _, calls = grouped.setdefault(identity, (int(epoch), []))
+        calls.append(decode_call(serializer, bytes(payload)))
+    return [
+        InterruptedAction(identity, tuple(calls), epoch)
+        for identity, (epoch, calls) in grouped.items()
+    ]

@@ -16,6 +16,7 @@ from flink_agents.runtime.action_log._base import (
     ActionRecord,
     DurableCall,
     EncodedRecord,
+    InterruptedAction,
     PickleSerializer,
     Serializer,
     decode_call,
@@ -74,6 +75,29 @@ class InMemoryActionLog(ActionLog):
                     index[identity.key] = max(index.get(identity.key, 0), identity.run_sequence)
         return index
 
+    def jobs(self) -> list[str]:
+        with self._lock:
+            return sorted({i.job for i in [*self._records, *self._partials]})
+
+    def key_records(self, job: str, key: str) -> list[ActionRecord]:
+        with self._lock:
+            stored = [(i, *self._records[i]) for i in self._records if (i.job, i.key) == (job, key)]
+        stored.sort(key=lambda item: _order(item[0]))
+        return [decode_record(self.serializer, i, epoch, payload) for i, epoch, payload in stored]
+
+    def key_interrupted(self, job: str, key: str) -> list[InterruptedAction]:
+        with self._lock:
+            stored = [
+                (i, p.epoch, [p.payloads[n] for n in sorted(p.payloads)])
+                for i, p in self._partials.items()
+                if (i.job, i.key) == (job, key)
+            ]
+        stored.sort(key=lambda item: _order(item[0]))
+        return [
+            InterruptedAction(i, tuple(decode_call(self.serializer, b) for b in payloads), epoch)
+            for i, epoch, payloads in stored
+        ]
+
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         payload = encode_call(self.serializer, call)
         with self._lock:
@@ -113,3 +137,8 @@ class InMemoryActionLog(ActionLog):
 
     def close(self) -> None:
         """Nothing to release; the records stay readable."""
+
+
+def _order(identity: ActionIdentity) -> tuple[int, int, str]:
+    """How the SQL backends order one key's actions (their primary keys' order)."""
+    return (identity.run_sequence, identity.step, identity.action)

@@ -21,11 +21,13 @@ from flink_agents.runtime.action_log._base import (
     ActionRecord,
     DurableCall,
     EncodedRecord,
+    InterruptedAction,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
     encode_call,
+    interrupted_actions,
     redact_secrets,
 )
 
@@ -173,6 +175,47 @@ class PostgresActionLog(ActionLog):
     def run_index(self, job: str) -> dict[str, int]:
         rows = self._run(lambda conn: conn.execute(_RUN_INDEX, (job, job)).fetchall())
         return {key: int(sequence) for key, sequence in rows}
+
+    def jobs(self) -> list[str]:
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT job FROM action_log_records UNION SELECT job FROM action_log_calls"
+                " ORDER BY job"
+            ).fetchall()
+        )
+        return [row[0] for row in rows]
+
+    def key_records(self, job: str, key: str) -> list[ActionRecord]:
+        # Actions in code-point order (COLLATE "C"), as the other backends sort them,
+        # whatever the database's collation.
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT run_sequence, step, action, epoch, payload FROM action_log_records"
+                " WHERE job = %s AND run_key = %s"
+                ' ORDER BY run_sequence, step, action COLLATE "C"',
+                (job, key),
+            ).fetchall()
+        )
+        return [
+            decode_record(
+                self.serializer,
+                ActionIdentity(job, key, int(row[0]), int(row[1]), row[2]),
+                int(row[3]),
+                bytes(row[4]),
+            )
+            for row in rows
+        ]
+
+    def key_interrupted(self, job: str, key: str) -> list[InterruptedAction]:
+        rows = self._run(
+            lambda conn: conn.execute(
+                "SELECT run_sequence, step, action, epoch, payload FROM action_log_calls"
+                " WHERE job = %s AND run_key = %s"
+                ' ORDER BY run_sequence, step, action COLLATE "C", call_index',
+                (job, key),
+            ).fetchall()
+        )
+        return interrupted_actions(self.serializer, job, key, rows)
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         payload = encode_call(self.serializer, call)

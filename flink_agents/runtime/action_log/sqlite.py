@@ -29,11 +29,13 @@ from flink_agents.runtime.action_log._base import (
     ActionRecord,
     DurableCall,
     EncodedRecord,
+    InterruptedAction,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
     encode_call,
+    interrupted_actions,
 )
 
 BUSY_TIMEOUT_MS = 30_000
@@ -217,6 +219,35 @@ class SqliteActionLog(ActionLog):
             # One statement: both tables are read from the same snapshot.
             rows = db.execute(_RUN_INDEX, (job, job)).fetchall()
         return {key: int(sequence) for key, sequence in rows}
+
+    def jobs(self) -> list[str]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT job FROM action_log_records UNION SELECT job FROM action_log_calls"
+                " ORDER BY job"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def key_records(self, job: str, key: str) -> list[ActionRecord]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT run_sequence, step, action, epoch, payload FROM action_log_records"
+                " WHERE job = ? AND run_key = ? ORDER BY run_sequence, step, action",
+                (job, key),
+            ).fetchall()
+        return [
+            decode_record(self.serializer, ActionIdentity(job, key, *row[:3]), row[3], row[4])
+            for row in rows
+        ]
+
+    def key_interrupted(self, job: str, key: str) -> list[InterruptedAction]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT run_sequence, step, action, epoch, payload FROM action_log_calls"
+                " WHERE job = ? AND run_key = ? ORDER BY run_sequence, step, action, call_index",
+                (job, key),
+            ).fetchall()
+        return interrupted_actions(self.serializer, job, key, rows)
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
         payload = encode_call(self.serializer, call)

@@ -339,6 +339,66 @@ def test_run_index_sees_other_instances_writes(log: ActionLog, backend: Backend)
     assert log.run_index("job-1") == {"k1": 4, "k2": 6}
 
 
+def test_call_durations_round_trip(log: ActionLog) -> None:
+    """A call's duration comes back from calls() and completed(); none stays None."""
+    timed = [dataclasses.replace(call(0, "a"), duration_ms=12.5), call(1, "b")]
+    for c in timed:
+        log.record_call(ident(), c, epoch=1)
+    log.complete(record(ident(step=2), calls=timed))
+    log.complete(record(ident(step=3), calls=[call(0, "c")]))
+    assert [c.duration_ms for c in log.calls(ident())] == [12.5, None]
+    assert [c.duration_ms for c in log.completed(ident(step=2)).calls] == [12.5, None]
+    assert [c.duration_ms for c in log.completed(ident(step=3)).calls] == [None]
+
+
+def test_key_records_lists_one_keys_completed_actions_in_order(log: ActionLog) -> None:
+    """key_records() returns the completed records of one key and job, by run, step and
+    action, and nothing of other keys or jobs or of interrupted actions."""
+    wanted = [ident(run=1, step=1), ident(run=1, step=2, action="b"), ident(run=1, step=2)]
+    wanted += [ident(run=3, step=1)]
+    others = [ident(key="k2"), ident(job="job-2"), ident(key="k10")]
+    for identity in [*reversed(wanted), *others]:
+        log.complete(record(identity, epoch=identity.run_sequence))
+    log.record_call(ident(run=4), call(0), epoch=1)
+    read = log.key_records("job-1", "k1")
+    assert [r.identity for r in read] == sorted(
+        wanted, key=lambda i: (i.run_sequence, i.step, i.action)
+    )
+    assert read[0] == record(wanted[0], epoch=1)
+    assert log.key_records("job-1", "nobody") == []
+
+
+def test_key_interrupted_groups_one_keys_partial_calls(log: ActionLog) -> None:
+    """key_interrupted() returns each interrupted action of one key with its calls by index
+    and their shared epoch; completed actions and other keys and jobs are left out."""
+    log.record_call(ident(run=2), call(0, "first"), epoch=3)
+    log.record_call(ident(run=2), call(1, "second"), epoch=4)
+    log.record_call(ident(run=1, step=3), call(0, "only"), epoch=2)
+    log.record_call(ident(run=1, step=4), call(0, "done"), epoch=2)
+    log.complete(record(ident(run=1, step=4)))
+    log.record_call(ident(key="k2"), call(0), epoch=1)
+    log.record_call(ident(job="job-2"), call(0), epoch=1)
+    read = log.key_interrupted("job-1", "k1")
+    assert [(a.identity, a.epoch) for a in read] == [(ident(run=1, step=3), 2), (ident(run=2), 4)]
+    assert [summary(list(a.calls)) for a in read] == [
+        [(0, "llm", "d0", "only")],
+        [(0, "llm", "d0", "first"), (1, "llm", "d0", "second")],
+    ]
+    assert log.key_interrupted("job-1", "nobody") == []
+
+
+def test_jobs_lists_every_job_with_records_or_calls(log: ActionLog) -> None:
+    """jobs() names each job once, sorted, whether it has records, calls or both."""
+    assert log.jobs() == []
+    log.complete(record(ident(job="b")))
+    log.complete(record(ident(job="b", key="k2")))
+    log.record_call(ident(job="a"), call(0), epoch=1)
+    log.record_call(ident(job="b", step=2), call(0), epoch=1)
+    assert log.jobs() == ["a", "b"]
+    log.prune("a", before_epoch=2)
+    assert log.jobs() == ["b"]
+
+
 def test_second_instance_sees_records(log: ActionLog, backend: Backend) -> None:
     """Another log opened on the same store (another process) reads what this one wrote."""
     log.complete(record())

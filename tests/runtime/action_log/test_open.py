@@ -18,6 +18,7 @@ from tests.runtime.action_log.records import ident
 def test_public_names_are_pinned() -> None:
     """The facade exports exactly these names (change on purpose only)."""
     assert sorted(action_log.__all__) == [
+        "ActionEntry",
         "ActionIdentity",
         "ActionLog",
         "ActionLogError",
@@ -25,12 +26,17 @@ def test_public_names_are_pinned() -> None:
         "DurableCall",
         "EncodedRecord",
         "InMemoryActionLog",
+        "InterruptedAction",
+        "KeyHistory",
+        "MemoryChange",
         "PickleSerializer",
         "RecordedError",
+        "RunHistory",
         "Serializer",
         "UnstorableValueError",
         "digest_args",
         "external_id",
+        "key_history",
         "open_action_log",
     ]
 
