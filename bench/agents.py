@@ -121,3 +121,32 @@ class SleepyAgent(Agent):
         value = await ctx.durable_execute_async(sleep_then, event.input[1], ctx.config["seconds"])
         COUNTS["async"] += 1
         ctx.send_event(OutputEvent(output=(ctx.key, value)))
+
+
+class FanOutAgent(Agent):
+    """Three async actions listen to the input, each awaiting one durable call of
+    ``config["seconds"]``: a fan-out of three LLM calls (``bench.fan_out``)."""
+
+    config = {"seconds": 0.2}
+
+    @action(InputEvent)
+    @staticmethod
+    async def summarize(event: InputEvent, ctx: Any) -> None:
+        await _fan_out_call(event, ctx, "summarize")
+
+    @action(InputEvent)
+    @staticmethod
+    async def classify(event: InputEvent, ctx: Any) -> None:
+        await _fan_out_call(event, ctx, "classify")
+
+    @action(InputEvent)
+    @staticmethod
+    async def translate(event: InputEvent, ctx: Any) -> None:
+        await _fan_out_call(event, ctx, "translate")
+
+
+async def _fan_out_call(event: InputEvent, ctx: Any, name: str) -> None:
+    value = await ctx.durable_execute_async(sleep_then, event.input[1], ctx.config["seconds"])
+    ctx.short_term_memory.set(name, value)
+    COUNTS["fan-out"] += 1
+    ctx.send_event(OutputEvent(output=(ctx.key, value)))

@@ -344,3 +344,74 @@ class ModeProbeAgent(Agent):
     @staticmethod
     def probe(event: InputEvent, ctx) -> None:
         ctx.send_event(OutputEvent(output={"key": ctx.key, "thread_mode": "pemja" in sys.modules}))
+
+
+# -- fan-out groups: async actions listening to one event, run side by side ------------------
+
+
+class Gathered(Event):
+    n: int
+    delays: list[int]
+    fail: str | None = None
+
+
+class Answered(Event):
+    n: int
+    member: str
+
+
+class ParallelAgent(Agent):
+    """The input sends ``Gathered``; three async actions listen to it (a fan-out group
+    under ``parallel-actions``). Each reads ``total``, awaits a call of its own delay,
+    writes ``total``, ``last`` and fields of its own under a shared object, outputs what it
+    saw and sends ``Answered``; the member named by ``fail`` raises after its call. ``probe``
+    records output the key's short-term memory."""
+
+    @action(InputEvent)
+    @staticmethod
+    def route(event: InputEvent, ctx) -> None:
+        record, stm = event.input, ctx.short_term_memory
+        if record.get("case") == "probe":
+            output = {"key": ctx.key, "n": record["n"], "case": "probe", "memory": to_dict(stm)}
+            ctx.send_event(OutputEvent(output=output))
+            return
+        stm.set("runs", (stm.get("runs") or 0) + 1)
+        ctx.send_event(Gathered(n=record["n"], delays=record["delays"], fail=record["fail"]))
+
+    @action(Gathered)
+    @staticmethod
+    async def ask_a(event: Gathered, ctx) -> None:
+        await _gathered(event, ctx, "a", 0)
+
+    @action(Gathered)
+    @staticmethod
+    async def ask_b(event: Gathered, ctx) -> None:
+        await _gathered(event, ctx, "b", 1)
+
+    @action(Gathered)
+    @staticmethod
+    async def ask_c(event: Gathered, ctx) -> None:
+        await _gathered(event, ctx, "c", 2)
+
+    @action(Answered)
+    @staticmethod
+    def note(event: Answered, ctx) -> None:
+        total = ctx.short_term_memory.get("total")
+        output = {"key": ctx.key, "n": event.n, "after": event.member, "total": total}
+        ctx.send_event(OutputEvent(output=output))
+
+
+async def _gathered(event: Gathered, ctx, member: str, index: int) -> None:
+    stm = ctx.short_term_memory
+    seen = stm.get("total") or 0
+    value = await ctx.durable_execute_async(square_later, event.n, event.delays[index])
+    stm.set("total", seen + 1)
+    stm.set("last", member)
+    answers = stm.get_object("answers") or stm.new_object("answers")
+    answers.set(f"{member}{event.n % 3}", value)
+    if event.fail == member:
+        raise RuntimeError(f"member {member} failed on record {event.n}")
+    ctx.send_event(
+        OutputEvent(output={"key": ctx.key, "n": event.n, "member": member, "seen": seen})
+    )
+    ctx.send_event(Answered(n=event.n, member=member))

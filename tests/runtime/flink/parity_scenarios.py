@@ -36,6 +36,21 @@ def fan_out_records() -> list[dict]:
     return [{"k": f"k{i % 3}", "n": i, "count": i % 4} for i in range(20)]
 
 
+def parallel_records() -> list[dict]:
+    """Fan-out runs whose members finish in random orders; some members fail."""
+    rng = random.Random(41)
+    records = [
+        {
+            "k": f"k{n % 4}",
+            "n": n,
+            "delays": [rng.choice([0, 5, 30, 60]) for _ in range(3)],
+            "fail": {3: "b", 5: "c"}.get(n % 7),
+        }
+        for n in range(24)
+    ]
+    return with_probes(records)
+
+
 def tickets() -> list[dict]:
     return [
         {"id": f"T-{i}", "user": f"u{i % 4}", "text": text}
@@ -203,6 +218,16 @@ PIPELINES = [
     Pipeline("async-order", parity_agents.AsyncOrderAgent, async_order_records()),
     Pipeline("fan-out", parity_agents.FanOutAgent, fan_out_records()),
     Pipeline("support-triage-plan", REPO / "plans/support_triage.yaml", tickets(), key="user"),
+    # fan-out groups, and the same agent one action at a time
+    *(
+        Pipeline(
+            name,
+            parity_agents.ParallelAgent,
+            parallel_records(),
+            options={"error_policy": "error-output", "parallel_actions": parallel},
+        )
+        for name, parallel in [("parallel-actions", True), ("parallel-actions-off", False)]
+    ),
     # failure paths under the error policies
     Pipeline(
         "error-output",
