@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -86,11 +87,16 @@ def run(args: Any) -> int:
     except Exception as error:  # the driver's, e.g. a dropped connection: passwords redacted
         cause = log.redact(f"{type(error).__name__}: {error}")
         return _fail(f"action log {log.name}: reading failed: {cause}")
-    if args.json:
-        json.dump(history.to_json(), sys.stdout, indent=2, ensure_ascii=False)
-        print()
-    elif history.runs:  # else standard error said why
-        print_history(history.to_json(), sys.stdout)
+    try:
+        if args.json:
+            json.dump(history.to_json(), sys.stdout, indent=2, ensure_ascii=False)
+            print()
+        elif history.runs:  # else standard error said why
+            print_history(history.to_json(), sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # piped into head or less, which stopped reading: not an error
+        # Python would report the pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if history.runs else 1
 
 
