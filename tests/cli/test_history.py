@@ -27,6 +27,8 @@ from flink_agents.runtime.action_log import (
 from tests.cli.history_agents import Crash, HistoryAgent
 
 ROOT = Path(__file__).resolve().parents[2]
+LATENCY = re.compile(r"  \((latency not recorded|\d+\.\d ms)\)$")
+"""How the tree ends a call's line (calls are timed or not, depending on the runtime)."""
 JOB = "job-h"
 NOTE = (
     "The action log records only actions that made a durable call or wrote outside Flink "
@@ -81,7 +83,6 @@ def call(index: int, function: str, name: str, result: Any = None, error: Any = 
         "args_digest": digest_args((name,), {}),
         "result": result,
         "error": error,
-        "latency_ms": None,
     }
 
 
@@ -153,8 +154,8 @@ ALICE_RUNS = [
 
 
 def without_times_and_ids(history: dict) -> dict:
-    """``history`` with each action's time and each event's id checked for form and
-    removed (they differ on every run)."""
+    """``history`` with what differs on every run checked for form and removed: each
+    action's time, each event's id, each call's latency (None where calls are not timed)."""
     history = json.loads(json.dumps(history))
     for run in history["runs"]:
         for action in run["actions"]:
@@ -162,6 +163,9 @@ def without_times_and_ids(history: dict) -> dict:
             assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), stamp
             for event in action["events"]:
                 uuid.UUID(event.pop("id"))
+            for call in action["calls"]:
+                latency = call.pop("latency_ms")
+                assert latency is None or latency >= 0, latency
     return history
 
 
@@ -188,7 +192,8 @@ def test_python_api_gives_what_the_command_prints(log_url: str) -> None:
         assert history.runs[2].actions[0].completed is False
         printed = history_cli("--job", JOB, "--key", "alice", "--log", log_url, "--json")
         assert json.loads(printed.stdout) == history.to_json()
-        assert key_history(log, JOB, 7).to_json()["runs"][0]["actions"][0]["calls"] == [
+        seven = without_times_and_ids(key_history(log, JOB, 7).to_json())
+        assert seven["runs"][0]["actions"][0]["calls"] == [
             call(0, "look_up", "seven", result="found seven"),
             call(1, "refuse", "seven", error="builtins.LookupError: no seven"),
         ]
@@ -197,7 +202,7 @@ def test_python_api_gives_what_the_command_prints(log_url: str) -> None:
 def test_tree_in_the_terminal(log_url: str) -> None:
     result = history_cli("--job", JOB, "--key", "alice", "--log", log_url)
     assert result.returncode == 0, result.stderr
-    lines = [line.strip(" │├└─") for line in result.stdout.splitlines()]
+    lines = [LATENCY.sub("", line.strip(" │├└─")) for line in result.stdout.splitlines()]
     for expected in [
         "run 1",
         "short-term memory",
@@ -209,13 +214,14 @@ def test_tree_in_the_terminal(log_url: str) -> None:
         "events sent",
         'Noted {"text": "found ann"}',
         "durable calls",
-        '#0 tests.cli.history_agents:look_up -> "found ann"  (latency not recorded)',
-        "#1 tests.cli.history_agents:refuse raised builtins.LookupError: no ann  "
-        "(latency not recorded)",
+        '#0 tests.cli.history_agents:look_up -> "found ann"',
+        "#1 tests.cli.history_agents:refuse raised builtins.LookupError: no ann",
         "run 3",
-        '#0 tests.cli.history_agents:look_up -> "found cy"  (latency not recorded)',
+        '#0 tests.cli.history_agents:look_up -> "found cy"',
     ]:
         assert expected in lines, (expected, result.stdout)
+    calls = [line for line in result.stdout.splitlines() if LATENCY.search(line)]
+    assert len(calls) == 5  # each call's line ends with its latency, or says it has none
     steps = [line for line in lines if line.startswith("step ")]
     assert [" ".join(step.split()[:4]) for step in steps] == [
         "step 1 remember completed",
