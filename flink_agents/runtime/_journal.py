@@ -488,14 +488,20 @@ class CallRecorder:
             del self._recorded[index:]  # this call and everything after it is void
         return slot
 
-    def finish(self, slot: CallSlot, result: Any, error: BaseException | None) -> None:
-        """Record how a call ended, before the action sees it.
+    def finish(
+        self,
+        slot: CallSlot,
+        result: Any,
+        error: BaseException | None,
+        duration_ms: float | None = None,
+    ) -> None:
+        """Record how a call ended (and how long it took), before the action sees it.
 
         Raises:
             ActionLogError: the log failed (also kept in ``infrastructure_error``).
             UnstorableValueError: the result cannot be serialized.
         """
-        call = DurableCall(slot.index, slot.function, slot.digest, result, error)
+        call = DurableCall(slot.index, slot.function, slot.digest, result, error, duration_ms)
         try:
             self._journal.record_call(self.identity, call)
         except ActionLogError as failure:
@@ -533,12 +539,13 @@ class CallSlot:
             UnstorableValueError: the result cannot be serialized.
             Exception: what the function raised, once recorded.
         """
+        started = time.perf_counter()
         try:
             result = function(*args, **kwargs)
         except Exception as error:
-            self.recorder.finish(self, None, error)
+            self.recorder.finish(self, None, error, (time.perf_counter() - started) * 1000)
             raise
-        self.recorder.finish(self, result, None)
+        self.recorder.finish(self, result, None, (time.perf_counter() - started) * 1000)
         return result
 
 
