@@ -43,6 +43,7 @@ from flink_agents.api._chat import (
 from flink_agents.api._context import RunnerContext
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._resources import ResourceType, UnknownResourceError
+from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
     Tool,
     ToolRequestEvent,
@@ -146,7 +147,11 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
             results.append(ToolResult(tool_call_id=call.id, name=call.name, error=error))
             continue
         try:
-            content = await ctx.durable_execute_async(tool.call, call.arguments)
+            if isinstance(tool, SubAgent):  # runs for this key; its calls are its own
+                outputs = await ctx.run_agent_async(call.name, tool.input_of(call.arguments))
+                content = outputs[0] if len(outputs) == 1 else outputs
+            else:
+                content = await ctx.durable_execute_async(tool.call, call.arguments)
         except Exception as failure:  # the model is told and may try again
             results.append(
                 ToolResult(

@@ -39,6 +39,7 @@ from flink_agents.api._long_term import (
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._prompts import Prompt
 from flink_agents.api._resources import ResourceDescriptor, ResourceType, env_ref
+from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
     FunctionTool,
     Tool,
@@ -83,6 +84,7 @@ __all__ = [
     "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",
+    "SubAgent",
     "TokenUsage",
     "Tool",
     "ToolCall",

@@ -113,6 +113,32 @@ class RunnerContext(ABC):
         does not pay for them twice.
         """
 
+    def run_agent(
+        self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
+    ) -> list[Any]:
+        """Run the sub-agent resource ``agent`` (a ``SubAgent``) for this key on
+        ``input``, as a step of this action, and return its outputs in order (they do not
+        reach the job's output).
+
+        The sub-run has its own sensory memory; its short-term memory is this action's
+        (``share_short_term_memory=True``) or its own for this key (False); None: as the
+        resource says. Its memory writes commit with this action. Its actions' durable
+        calls are recorded as theirs: after a restore, its completed actions are replayed
+        and no recorded call is made again. A sub-agent's failure is this action's
+        (``ActionExecutionError`` naming the sub-agent's action as the cause).
+
+        This waits on the operator's thread for the sub-agent's durable calls; in an
+        ``async def`` action, ``await ctx.run_agent_async(...)`` lets other keys go on.
+        """
+        raise NotImplementedError
+
+    def run_agent_async(
+        self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
+    ) -> Awaitable[list[Any]]:
+        """``run_agent`` for ``async def`` actions: the run is parked while the sub-agent's
+        durable calls run, like ``durable_execute_async``."""
+        raise NotImplementedError
+
     @abstractmethod
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from concurrent.futures import Executor, Future, wait
 from typing import Any, TypeVar
 
 from flink_agents.api._context import RunnerContext
@@ -13,6 +13,7 @@ from flink_agents.api._knowledge import Knowledge
 from flink_agents.api._long_term import LongTermMemory
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._resources import ResourceType
+from flink_agents.api._sub_agent import SubAgent
 from flink_agents.memory import BufferedState, FlatMemory, IdMinter, MemoryDelta, StateMap
 from flink_agents.runtime._journal import CallRecorder, CallSlot
 from flink_agents.runtime._long_term import LongTermProvider
@@ -38,8 +39,17 @@ class ActionContext(RunnerContext):
         *,
         long_term: LongTermProvider | None = None,
         identity: Callable[[], Sequence[str | int]] | None = None,
+        origin: tuple[int, int, str] = (0, 0, ""),
+        sub_runs: Callable[[], Any] | None = None,
     ) -> None:
         self._key = key
+        self.origin = origin
+        """Run sequence, step and action name this execution is recorded under."""
+        self._sub_runs = sub_runs
+        self._sub_calls = 0
+        self.infrastructure_error: Exception | None = None
+        """A failure of the action log met by a sub-run of this action: the job fails,
+        even if the action caught it."""
         self._long_term = long_term
         self._identity = identity
         self._ids: IdMinter | None = None
@@ -143,6 +153,39 @@ class ActionContext(RunnerContext):
         slot = None if recorder is None else recorder.begin(function, args, kwargs)
         return _DurableCall(self._executor, function, args, kwargs, slot)
 
+    def run_agent(
+        self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
+    ) -> list[Any]:
+        return run_blocking(self._sub_run(agent, input, share_short_term_memory))
+
+    def run_agent_async(
+        self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
+    ) -> Awaitable[list[Any]]:
+        return self._sub_run(agent, input, share_short_term_memory)
+
+    def _sub_run(
+        self, agent: str, record: Any, share: bool | None
+    ) -> Coroutine[Any, Any, list[Any]]:
+        sub = self._resources.get(agent)
+        if not isinstance(sub, SubAgent):
+            raise FlinkAgentsError(
+                f"resource {agent!r} is a {type(sub).__name__}, not a SubAgent: declare the "
+                "agent to run as a SubAgent resource"
+            )
+        if self._sub_runs is None:
+            raise FlinkAgentsError("this context cannot run sub-agents")
+        if share is None:
+            share = sub.share_short_term_memory
+        self._sub_calls += 1
+        return self._sub_runs().run(self, agent, sub, record, share, self._sub_calls)
+
+    def short_term_buffer(self) -> BufferedState:
+        """The overlay this action writes short-term memory through (a sub-run that
+        shares it, or keeps its own memory under it, writes there too)."""
+        if self._short_term_buffer is None:
+            self.short_term_memory  # noqa: B018 (builds the buffer)
+        return self._short_term_buffer
+
     @property
     def maps(self) -> tuple[StateMap, StateMap]:
         """The memory maps the action reads through its buffers: (sensory, short-term)."""
@@ -187,3 +230,16 @@ class _DurableCall:
         else:  # recorded on the executor thread, as soon as the call ends
             future = self._executor.submit(slot.run, self._function, self._args, self._kwargs)
         return (yield future)
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Drive a sub-run to its end on this thread, waiting here for its durable calls (a
+    sync action's ``ctx.run_agent``)."""
+    value: Any = None
+    while True:
+        try:
+            yielded = coroutine.send(value)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(yielded, Future):
+            wait([yielded])

@@ -79,6 +79,18 @@ class RunState:
         return not self.queue and not self.ready
 
 
+@dataclass
+class SubRunState(RunState):
+    """A sub-run: another agent's run inside an action (``ctx.run_agent``). Its actions are
+    recorded under the calling action's run and step (see ``runtime/_sub_run.py``)."""
+
+    parent: Any = None
+    """The calling action's context (sub-runs live in its coroutine, never in state)."""
+    parent_step: int = 0
+    namespace: str = ""
+    """The prefix of its actions' names in the action log."""
+
+
 class StepResult(NamedTuple):
     """What one completed action did: the unit the action log records. (A named tuple:
     one is made per step, on the hot path.)"""
@@ -177,6 +189,9 @@ class RunEngine:
             Flink dispatcher's); without an action log, the ids of long-term items derive
             from it, so an action that runs again after a restore overwrites its items.
             None: a fresh id per engine (the local runner).
+        parent: the engine whose actions run this plan as a sub-agent: its options,
+            journal, executor and long-term memory are shared (the other arguments but the
+            plan are then ignored).
     """
 
     def __init__(
@@ -187,19 +202,30 @@ class RunEngine:
         journal: ActionJournal | None = None,
         long_term_subdirectory: str | None = None,
         job_id: str | None = None,
+        parent: RunEngine | None = None,
     ) -> None:
         self.plan = plan
-        self.options = options or AgentOptions()
-        self.journal = journal
+        self._parent = parent
         self.resources = ResourceCache(plan)
-        self.long_term = LongTermProvider(self.options, self.resources, long_term_subdirectory)
-        """Long-term memory and knowledge, opened when an action first uses them."""
-        # Without an action log, ids of long-term items derive from the job (the subtasks of
-        # one job run disjoint keys; a restored attempt repeats them) or, without one, from
-        # this engine (another process's runs must not overwrite them; a retry repeats them).
-        self._engine_id = job_id or uuid.uuid4().hex
+        if parent is not None:
+            self.options, self.journal = parent.options, parent.journal
+            self.long_term = parent.long_term
+            self._engine_id = parent._engine_id
+        else:
+            self.options = options or AgentOptions()
+            self.journal = journal
+            self.long_term = LongTermProvider(
+                self.options, self.resources, long_term_subdirectory
+            )
+            """Long-term memory and knowledge, opened when an action first uses them."""
+            # Without an action log, ids of long-term items derive from the job (the
+            # subtasks of one job run disjoint keys; a restored attempt repeats them) or,
+            # without one, from this engine (another process's runs must not overwrite
+            # them; a retry repeats them).
+            self._engine_id = job_id or uuid.uuid4().hex
         self.max_steps = self.options.max_steps_per_run
         self._executor: ThreadPoolExecutor | None = None
+        self._sub_runs: Any = None
         self._actions = {a.name: a for a in plan.actions}
         self._configs = {
             a.name: MappingProxyType({**plan.plan.config, **a.config}) for a in plan.actions
@@ -214,6 +240,8 @@ class RunEngine:
 
     @property
     def executor(self) -> ThreadPoolExecutor:
+        if self._parent is not None:
+            return self._parent.executor
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=self.options.num_async_threads,
@@ -229,6 +257,10 @@ class RunEngine:
         Raises:
             ActionLogError: the journal could not write its queued records.
         """
+        if self._sub_runs is not None:
+            self._sub_runs.close()
+        if self._parent is not None:  # the executor, store and journal are the parent's
+            return
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
@@ -240,6 +272,26 @@ class RunEngine:
             finally:
                 if self.journal is not None:
                     self.journal.close()
+
+    def sub_runs(self) -> Any:
+        """The engines of the sub-agents this engine's actions run (``SubRuns``)."""
+        if self._sub_runs is None:
+            from flink_agents.runtime._sub_run import SubRuns  # it builds on this module
+
+            self._sub_runs = SubRuns(self)
+        return self._sub_runs
+
+    def enqueue(self, run: RunState, event: Event) -> None:
+        """Queue ``event``'s listeners in ``run`` (a sub-run's input)."""
+        self._enqueue(run, event)
+
+    @staticmethod
+    def _identity_of(run: RunState, step: int, action: str) -> tuple[int, str]:
+        """The step and action name an execution is recorded under: its own, or for a
+        sub-run's action, the calling action's step and a name within it."""
+        if type(run) is SubRunState:
+            return run.parent_step, f"{run.namespace}{step}:{action}"
+        return step, action
 
     def _writer_identity(
         self, key: Any, sequence: int, step: int, action: str
@@ -327,7 +379,8 @@ class RunEngine:
         journal.check()
         if not journal.may_replay(run.key, run.sequence):
             return None
-        return journal.completed(journal.identity(run.key, run.sequence, step, action.name))
+        step, name = self._identity_of(run, step, action.name)
+        return journal.completed(journal.identity(run.key, run.sequence, step, name))
 
     def _context(
         self,
@@ -338,11 +391,12 @@ class RunEngine:
         short_term: StateMap,
     ) -> ActionContext:
         """A fresh context for executing ``action`` as step ``step`` of ``run``."""
+        step, name = self._identity_of(run, step, action.name)
         new_recorder = None
         if self.journal is not None:
             # Made by the action's first durable call: most actions make none.
             new_recorder = partial(
-                self._new_recorder, run.key, run.sequence, step, action.name, run.attempts > 0
+                self._new_recorder, run.key, run.sequence, step, name, run.attempts > 0
             )
         return ActionContext(
             run.key,
@@ -355,7 +409,9 @@ class RunEngine:
             long_term=self.long_term,
             # The identity of its id minter, computed only if the action writes outside
             # Flink (long-term memory, knowledge, external ids): off the hot path.
-            identity=partial(self._writer_identity, run.key, run.sequence, step, action.name),
+            identity=partial(self._writer_identity, run.key, run.sequence, step, name),
+            origin=(run.sequence, step, name),
+            sub_runs=self.sub_runs,
         )
 
     def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:
@@ -415,6 +471,8 @@ class RunEngine:
             ActionExecutionError: the log cannot store a value the action produced.
             ActionLogError: the log failed.
         """
+        if context.infrastructure_error is not None:  # a sub-run's, caught by the action
+            raise context.infrastructure_error
         sensory_delta, short_term_delta = context.deltas()
         recorder = context.recorder
         if recorder is None and context.wrote_outside and self.journal is not None:
@@ -650,6 +708,8 @@ class RunEngine:
         ``ActionExecutionError`` (the error policy applies), or the action log's own failure
         when recording one of the action's durable calls failed, whatever the action did
         with that error (the job fails; the action is not to blame)."""
+        if context is not None and context.infrastructure_error is not None:
+            return context.infrastructure_error
         recorder = context.recorder if context is not None else None
         if recorder is not None and recorder.infrastructure_error is not None:
             return recorder.infrastructure_error

@@ -54,6 +54,7 @@ def test_public_names_are_pinned():
         "ResourceDescriptor",
         "ResourceType",
         "RunnerContext",
+        "SubAgent",
         "TokenUsage",
         "Tool",
         "ToolCall",

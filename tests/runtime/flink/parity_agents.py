@@ -8,7 +8,16 @@ import sys
 import time
 from pathlib import Path
 
-from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
+from flink_agents.api import (
+    Agent,
+    Event,
+    InputEvent,
+    OutputEvent,
+    ResourceType,
+    SubAgent,
+    action,
+    resource,
+)
 from flink_agents.memory import to_dict
 
 
@@ -415,3 +424,51 @@ async def _gathered(event: Gathered, ctx, member: str, index: int) -> None:
         OutputEvent(output={"key": ctx.key, "n": event.n, "member": member, "seen": seen})
     )
     ctx.send_event(Answered(n=event.n, member=member))
+
+
+# -- sub-agents: an action runs another agent for its key ------------------------------------
+
+
+class Lookup(Agent):
+    """The sub-agent: counts its questions in its short-term memory, squares the number
+    with a durable call of the record's delay, and outputs both."""
+
+    @action(InputEvent)
+    @staticmethod
+    async def look(event: InputEvent, ctx) -> None:
+        stm = ctx.short_term_memory
+        asked = (stm.get("asked") or 0) + 1
+        stm.set("asked", asked)
+        n, delay_ms = event.input
+        square = await ctx.durable_execute_async(square_later, n, delay_ms)
+        ctx.send_event(OutputEvent(output={"square": square, "asked": asked}))
+
+
+class DelegatingAgent(Agent):
+    """Runs ``Lookup`` with a memory of its own or sharing this agent's, keeps what it
+    found, and fails after the sub-run for ``failing(n)`` (its writes must not stay)."""
+
+    @resource(ResourceType.TOOL)
+    @staticmethod
+    def lookup() -> SubAgent:
+        return SubAgent(Lookup)
+
+    @resource(ResourceType.TOOL)
+    @staticmethod
+    def shared_lookup() -> SubAgent:
+        return SubAgent(Lookup, share_short_term_memory=True)
+
+    @action(InputEvent)
+    @staticmethod
+    async def delegate(event: InputEvent, ctx) -> None:
+        record, stm = event.input, ctx.short_term_memory
+        if record.get("case") == "probe":
+            output = {"key": ctx.key, "n": record["n"], "case": "probe", "memory": to_dict(stm)}
+            ctx.send_event(OutputEvent(output=output))
+            return
+        name = "shared_lookup" if record["shared"] else "lookup"
+        found = await ctx.run_agent_async(name, (record["n"], record["delay_ms"]))
+        stm.set("found", found)
+        if failing(record["n"]):
+            raise RuntimeError(f"failed after the sub-run of record {record['n']}")
+        ctx.send_event(OutputEvent(output={"key": ctx.key, "n": record["n"], "found": found}))

@@ -51,6 +51,16 @@ def parallel_records() -> list[dict]:
     return with_probes(records)
 
 
+def sub_agent_records() -> list[dict]:
+    """Records whose run hands them to a sub-agent, with its own memory or the caller's."""
+    rng = random.Random(43)
+    records = [
+        {"k": f"k{n % 3}", "n": n, "shared": n % 4 == 1, "delay_ms": rng.choice([0, 10, 40])}
+        for n in range(18)
+    ]
+    return with_probes(records)
+
+
 def tickets() -> list[dict]:
     return [
         {"id": f"T-{i}", "user": f"u{i % 4}", "text": text}
@@ -218,6 +228,12 @@ PIPELINES = [
     Pipeline("async-order", parity_agents.AsyncOrderAgent, async_order_records()),
     Pipeline("fan-out", parity_agents.FanOutAgent, fan_out_records()),
     Pipeline("support-triage-plan", REPO / "plans/support_triage.yaml", tickets(), key="user"),
+    Pipeline(
+        "sub-agents",
+        parity_agents.DelegatingAgent,
+        sub_agent_records(),
+        options={"error_policy": "error-output"},
+    ),
     # fan-out groups, and the same agent one action at a time
     *(
         Pipeline(
