@@ -260,6 +260,7 @@ class RunEngine:
         if self._sub_runs is not None:
             self._sub_runs.close()
         if self._parent is not None:  # the executor, store and journal are the parent's
+            self.resources.close()
             return
         if self._executor is not None:
             self._executor.shutdown(wait=True)

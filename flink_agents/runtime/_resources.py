@@ -8,6 +8,7 @@ echo them.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -17,6 +18,8 @@ from typing import Any
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._resources import ResourceType, UnknownResourceError, is_env_ref
 from flink_agents.plan import BoundPlan
+
+logger = logging.getLogger(__name__)
 
 _ENV_IN_STRING = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _MASK = "***"
@@ -65,6 +68,21 @@ class ResourceCache:
 
     def created(self) -> list[str]:
         return list(self._instances)
+
+    def close(self) -> None:
+        """Close every created resource that has a ``close`` method, newest first; a failure
+        to close one is logged and the others are still closed."""
+        with self._lock:
+            instances = list(self._instances.items())
+            self._instances.clear()
+        for name, instance in reversed(instances):
+            close = getattr(instance, "close", None)
+            if not callable(close):
+                continue
+            try:
+                close()
+            except Exception as error:
+                logger.warning("closing resource %r failed: %s: %s", name, type_name(error), error)
 
 
 def resolve_env(
