@@ -23,6 +23,7 @@ changed key written once, when the callback ends.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -34,6 +35,8 @@ from flink_agents.api._errors import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import RunEngine, RunState, StepResult, Suspended
 from flink_agents.runtime._records import failed_run
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -337,6 +340,17 @@ class KeyDriver:
         ):
             run.attempts += 1
             backoff = self.options.retry_backoff_ms(run.attempts)
+            logger.info(
+                "retrying action %r of key %r (run %d) in %d ms, attempt %d of %d, after %s: %s",
+                error.action,
+                run.key,
+                run.sequence,
+                backoff,
+                run.attempts + 1,
+                self.options.retry_max_attempts,
+                type(error.cause).__name__,
+                error.cause,
+            )
             if draining:
                 time.sleep(backoff / 1000)
                 return True

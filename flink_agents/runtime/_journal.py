@@ -87,6 +87,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -109,6 +110,8 @@ from flink_agents.runtime.action_log import (
     digest_args,
 )
 from flink_agents.runtime.action_log._ids import NAMESPACE
+
+logger = logging.getLogger(__name__)
 
 _NAMESPACE_BYTES = NAMESPACE.bytes
 
@@ -225,6 +228,14 @@ class ActionJournal:
         self._closed = False
         with self._operation("loading the run index"):
             self._index: dict[str, int] = dict(log.run_index(job))
+        if self._index:
+            logger.info(
+                "action log %s holds runs of %d keys of job %s from an earlier attempt: their "
+                "completed actions are replayed, their recorded calls reused",
+                log.name,
+                len(self._index),
+                job,
+            )
         self._writer = _CompletionWriter(
             log,
             weakref.ref(self),
@@ -293,6 +304,13 @@ class ActionJournal:
                 self._preloaded = (identity, calls)  # for the recorder that follows
                 return None
         self.replayed_actions += 1
+        logger.info(
+            "replaying action %r of key %s (run %d, step %d) from the action log",
+            identity.action,
+            identity.key,
+            identity.run_sequence,
+            identity.step,
+        )
         return record
 
     def _look_up(self, identity: ActionIdentity) -> ActionRecord | None:
@@ -414,6 +432,15 @@ class ActionJournal:
         with self._operation("pruning expired records"):
             removed = self.log.prune(self.job, cutoff)
         self.pruned += removed
+        if removed:
+            logger.info(
+                "pruned %d records of job %s older than the retention of %d ms from action "
+                "log %s",
+                removed,
+                self.job,
+                self.retention_ms,
+                self.log.name,
+            )
         return removed
 
     @contextmanager

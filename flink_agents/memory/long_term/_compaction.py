@@ -176,6 +176,14 @@ class Compactor:
             self._summarize(key, settings, items)
         else:
             self._custom(key, settings, items, strategy)
+        logger.info(
+            "compacted memory set %r of key %r: %d items over its capacity of %d (%s)",
+            name,
+            key,
+            len(items),
+            settings.capacity,
+            getattr(strategy, "value", getattr(strategy, "__name__", strategy)),
+        )
 
     def _summarize(self, key: str, settings: SetSettings, items: list[MemorySetItem]) -> None:
         if self.chat_model is None:

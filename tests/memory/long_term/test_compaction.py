@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import datetime
 
@@ -136,3 +137,16 @@ def test_a_user_function_chooses_the_replacements(make_memory: MemoryFactory) ->
     assert [i.compacted for i in items if i.item == "3 notes dropped"] == [True]
     reopened = make_memory().for_key("k").get_memory_set("notes")
     assert reopened.capacity_manage_strategy is keep_tagged
+
+
+def test_each_compaction_is_one_info_line(make_memory: MemoryFactory, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="flink_agents")
+    memory = make_memory()
+    notes = memory.for_key("k").create_memory_set("notes", str, capacity=2)
+    for n in range(3):
+        notes.add(f"note {n}")
+        assert memory.wait_for_compaction(10)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("flink_agents")]
+    assert lines == [
+        "compacted memory set 'notes' of key 'k': 3 items over its capacity of 2 (trim)"
+    ]
