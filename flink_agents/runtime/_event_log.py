@@ -1,0 +1,345 @@
+"""The event log: one JSON line for every event and every action of every run.
+
+Each line carries the identity of what it describes (job, key, run sequence, step), when it
+happened and how it ended, so a reader can follow a key's runs without the action log.
+Records are dicts (see ``docs/observability.md`` for the schema), written by an
+``EventLog`` to a sink: rolled, bounded files under a directory (``FileSink``, on the
+standard library's ``RotatingFileHandler``), or a callable (``CallbackSink``: the Flink
+runner hands the lines to a side output the user can sink anywhere).
+
+Levels:
+
+- ``off``: nothing is built or written (the run lifecycle's calls return at once);
+- ``standard``: every record, with payloads (event contents, action inputs, errors)
+  truncated to ``max_payload_chars``;
+- ``verbose``: payloads in full.
+
+Secrets never appear: before a record is written, the value of every field whose name
+looks secret (``api_key``, ``password``, ``authorization``, ...) becomes ``"***"``, and
+every string that contains the value of an environment variable whose name looks secret
+(``...KEY``, ``...TOKEN``, ``...SECRET``, ``...PASSWORD``) has that value replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+REDACTED = "***"
+SCHEMA_VERSION = 1
+DEFAULT_MAX_PAYLOAD_CHARS = 2000
+DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+DEFAULT_BACKUP_COUNT = 5
+MIN_SECRET_CHARS = 6
+"""Environment values shorter than this are not searched for: "1" or "true" would redact
+every digit and flag in the log."""
+
+SECRET_FIELD = re.compile(
+    r"(api[_-]?key|apikey|secret|password|passwd|token|authorization|credential|private[_-]?key)",
+    re.IGNORECASE,
+)
+SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+
+
+class EventLogLevel(StrEnum):
+    OFF = "off"
+    STANDARD = "standard"
+    VERBOSE = "verbose"
+
+
+# -- redaction -----------------------------------------------------------------------------
+
+
+class Redactor:
+    """Replaces secrets in a JSON-like value (dicts, lists, strings)."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        values = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, values))) if values else None
+
+    @classmethod
+    def from_environment(
+        cls, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()
+    ) -> Redactor:
+        """Secrets: the values of the environment's secret-looking variables, and ``extra``."""
+        environ = os.environ if environ is None else environ
+        found = [value for name, value in environ.items() if SECRET_ENV_NAME.search(name)]
+        return cls([*found, *extra])
+
+    def redact(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return value if self._pattern is None else self._pattern.sub(REDACTED, value)
+        if isinstance(value, Mapping):
+            return {
+                str(k): REDACTED if _secret_field(k, v) else self.redact(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, (list, tuple)):
+            return [self.redact(item) for item in value]
+        return value
+
+
+def _secret_field(name: Any, value: Any) -> bool:
+    """A field named like a secret that holds a value (an empty one hides nothing)."""
+    return (
+        isinstance(name, str)
+        and SECRET_FIELD.search(name) is not None
+        and value not in (None, "")
+        and not isinstance(value, (bool, int, float, Mapping, list))
+    )
+
+
+# -- payloads ------------------------------------------------------------------------------
+
+
+def to_jsonable(value: Any, depth: int = 0) -> Any:
+    """A JSON-friendly form of an event, a record or any value (pydantic models by their
+    fields, bytes by their length, unknown objects by ``repr``)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth > 20:
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return to_jsonable(dump(mode="json"), depth + 1)
+        except Exception:  # a model whose fields do not serialize: fall back to repr
+            return repr(value)
+    return repr(value)
+
+
+def truncate(text: str, limit: int) -> str:
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more chars)"
+
+
+# -- sinks ---------------------------------------------------------------------------------
+
+
+class FileSink:
+    """Lines appended to ``<directory>/<file_name>``, rolled at ``max_bytes`` and keeping
+    ``backup_count`` older files (``.1`` the newest), so the log stays bounded."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        file_name: str = "events.jsonl",
+        max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        backup_count: int = DEFAULT_BACKUP_COUNT,
+    ) -> None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        self.path = Path(directory) / file_name
+        self._handler = logging.handlers.RotatingFileHandler(
+            self.path, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8", delay=True
+        )
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+
+    def __call__(self, line: str) -> None:
+        self._handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+
+    def close(self) -> None:
+        self._handler.close()
+
+
+class CallbackSink:
+    """Hands each line to ``callback`` (the Flink runner: to a side output)."""
+
+    def __init__(self, callback: Callable[[str], None]) -> None:
+        self._callback = callback
+
+    def __call__(self, line: str) -> None:
+        self._callback(line)
+
+    def close(self) -> None:
+        return None
+
+
+# -- the log -------------------------------------------------------------------------------
+
+
+class EventLog:
+    """Writes event-log records of one agent operator to ``sink``.
+
+    The run lifecycle calls ``event``, ``action_started``, ``action_finished`` and
+    ``run_started`` / ``run_finished``; at level ``off`` each returns at once
+    (``enabled`` is False, so a caller can also skip building arguments). Thread-safe.
+    """
+
+    def __init__(
+        self,
+        sink: Callable[[str], None] | None,
+        level: EventLogLevel | str = EventLogLevel.STANDARD,
+        *,
+        job: str = "",
+        max_payload_chars: int = DEFAULT_MAX_PAYLOAD_CHARS,
+        redactor: Redactor | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.level = EventLogLevel(level)
+        self.enabled = self.level is not EventLogLevel.OFF and sink is not None
+        self._sink = sink
+        self._job = job
+        self._limit = max_payload_chars if self.level is EventLogLevel.STANDARD else 0
+        self._redactor = redactor if redactor is not None else Redactor.from_environment()
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    @classmethod
+    def to_directory(
+        cls,
+        directory: str | os.PathLike[str],
+        level: EventLogLevel | str = EventLogLevel.STANDARD,
+        *,
+        file_name: str = "events.jsonl",
+        max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        backup_count: int = DEFAULT_BACKUP_COUNT,
+        **kwargs: Any,
+    ) -> EventLog:
+        """A log written to rolled files under ``directory`` (nothing opened at ``off``)."""
+        sink = None
+        if EventLogLevel(level) is not EventLogLevel.OFF:
+            sink = FileSink(directory, file_name, max_bytes, backup_count)
+        return cls(sink, level, **kwargs)
+
+    # -- records ---------------------------------------------------------------------------
+
+    def run_started(self, key: Any, run_sequence: int, record: Any) -> None:
+        if self.enabled:
+            self._write("run_started", key, run_sequence, None, payload={"input": record})
+
+    def run_finished(
+        self,
+        key: Any,
+        run_sequence: int,
+        outcome: str,
+        duration_ms: float | None = None,
+        error: BaseException | str | None = None,
+    ) -> None:
+        """``outcome``: ``succeeded``, ``failed``, ``error_output`` or ``retry``."""
+        if self.enabled:
+            self._write(
+                "run_finished",
+                key,
+                run_sequence,
+                None,
+                outcome=outcome,
+                duration_ms=duration_ms,
+                error=error,
+            )
+
+    def event(
+        self, key: Any, run_sequence: int, step: int | None, event: Any, source: str | None = None
+    ) -> None:
+        """An event was sent (``source``: the action that sent it; None for the input)."""
+        if self.enabled:
+            self._write(
+                "event",
+                key,
+                run_sequence,
+                step,
+                event_type=type(event).__name__,
+                source=source,
+                payload={"event": event},
+            )
+
+    def action_started(self, key: Any, run_sequence: int, step: int, action: str) -> None:
+        if self.enabled:
+            self._write("action_started", key, run_sequence, step, action=action)
+
+    def action_finished(
+        self,
+        key: Any,
+        run_sequence: int,
+        step: int,
+        action: str,
+        outcome: str,
+        duration_ms: float | None = None,
+        error: BaseException | str | None = None,
+        durable_calls: int | None = None,
+    ) -> None:
+        """``outcome``: ``succeeded``, ``failed``, ``replayed`` or ``parked``."""
+        if self.enabled:
+            self._write(
+                "action_finished",
+                key,
+                run_sequence,
+                step,
+                action=action,
+                outcome=outcome,
+                duration_ms=duration_ms,
+                error=error,
+                durable_calls=durable_calls,
+            )
+
+    def close(self) -> None:
+        close = getattr(self._sink, "close", None)
+        if close is not None:
+            close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _write(
+        self,
+        kind: str,
+        key: Any,
+        run_sequence: int,
+        step: int | None,
+        *,
+        payload: Mapping[str, Any] | None = None,
+        error: BaseException | str | None = None,
+        duration_ms: float | None = None,
+        **fields: Any,
+    ) -> None:
+        record: dict[str, Any] = {
+            "v": SCHEMA_VERSION,
+            "ts": round(self._clock() * 1000),
+            "kind": kind,
+            "job": self._job,
+            "key": to_jsonable(key),
+            "run": run_sequence,
+        }
+        if step is not None:
+            record["step"] = step
+        record.update((name, value) for name, value in fields.items() if value is not None)
+        if duration_ms is not None:
+            record["duration_ms"] = round(duration_ms, 3)
+        if error is not None:
+            record["error"] = self._payload(_describe(error))
+        if payload:
+            record.update((name, self._payload(value)) for name, value in payload.items())
+        line = json.dumps(self._redactor.redact(record), ensure_ascii=False, default=repr)
+        with self._lock:
+            self._sink(line)  # type: ignore[misc]
+
+    def _payload(self, value: Any) -> Any:
+        """The value in JSON form; at ``standard``, cut to the payload limit (as a string
+        once it is too long, so that a line's size stays bounded)."""
+        value = self._redactor.redact(to_jsonable(value))
+        if not self._limit:
+            return value
+        text = value if isinstance(value, str) else json.dumps(value, default=repr)
+        if len(text) <= self._limit:
+            return value
+        return truncate(text, self._limit)
+
+
+def _describe(error: BaseException | str) -> str:
+    if isinstance(error, str):
+        return error
+    return f"{type(error).__name__}: {error}"
