@@ -25,6 +25,10 @@ _NONE = object()
 _COMPLETE = object()
 """A cache key: present when the cache holds every key of the base (after a clear was
 flushed), so a key it lacks is missing and need not be read."""
+_EMPTY = object()
+"""A cache key: present when the base holds no key at all (a flushed clear, and nothing
+put since), so clearing it again needs no call: a run's sensory memory, cleared at the end
+of every run that wrote some, reaches Flink state only when a run parks."""
 
 
 class CachedState:
@@ -76,9 +80,14 @@ class CachedState:
         self._dirty[key] = _MISSING
 
     def clear(self) -> None:
-        self._cache.clear()
+        cache = self._cache
+        empty = _EMPTY in cache
+        cache.clear()
         self._dirty.clear()
-        self._cleared = True
+        if empty:  # nothing to clear in the base: it stays empty and fully known
+            cache[_COMPLETE] = cache[_EMPTY] = True
+        else:
+            self._cleared = True
 
     @property
     def cache(self) -> dict[str, Any]:
@@ -91,17 +100,19 @@ class CachedState:
 
     def flush(self) -> None:
         """Write what changed to the base map (a clear first, then puts and removals)."""
+        cache = self._cache
         if self._cleared:
             self._base.clear()
             self._cleared = False
             # What was cleared is known to be missing now, unless written since; the base
             # now holds just what is written below, all of it in the cache.
-            for key in [k for k, v in self._cache.items() if v is _NONE and k not in self._dirty]:
-                self._cache[key] = _MISSING
-            self._cache[_COMPLETE] = True
+            for key in [k for k, v in cache.items() if v is _NONE and k not in self._dirty]:
+                cache[key] = _MISSING
+            cache[_COMPLETE] = cache[_EMPTY] = True
         for key, value in self._dirty.items():
             if value is _MISSING:
                 self._base.remove(key)
             else:
                 self._base.put(key, value)
+                cache.pop(_EMPTY, None)
         self._dirty.clear()

@@ -31,6 +31,7 @@ class CountingState(DictState):
     def __init__(self, data: dict[str, Any] | None = None) -> None:
         super().__init__(data)
         self.reads = 0
+        self.clears = 0
 
     def get(self, key: str) -> Any:
         self.reads += 1
@@ -39,6 +40,10 @@ class CountingState(DictState):
     def contains(self, key: str) -> bool:
         self.reads += 1
         return super().contains(key)
+
+    def clear(self) -> None:
+        self.clears += 1
+        super().clear()
 
 
 @given(st.dictionaries(KEYS, VALUES), OPS)
@@ -82,3 +87,25 @@ def test_a_shared_cache_serves_the_next_callback_and_knows_a_cleared_map_is_comp
     assert third.get("a") is None and not third.contains("a") and base.reads == 1
     # A cached None may be a stored None: the base is asked.
     assert third.contains("n") and base.data == {"n": None}
+
+
+def test_a_map_known_to_be_empty_is_not_cleared_again():
+    """A run's sensory memory: written during the run, cleared at its end. Once a clear is
+    flushed and nothing was written since, the next runs' clears cost the map nothing."""
+    base = CountingState({"": "root", "topic": "x"})  # left by a run restored from state
+    cache: dict = {}
+    for run in range(3):
+        sensory = CachedState(base, cache)
+        sensory.put("", "root")
+        sensory.put("topic", f"run {run}")
+        sensory.clear()  # the run ends
+        sensory.flush()
+        cache = sensory.cache
+    assert base.clears == 1 and base.data == {} and base.reads == 0
+    parked = CachedState(base, cache)  # a run that parks: its writes reach the map
+    parked.put("topic", "parked")
+    parked.flush()
+    resumed = CachedState(base, parked.cache)
+    resumed.clear()
+    resumed.flush()
+    assert base.clears == 2 and base.data == {}
