@@ -49,7 +49,9 @@ from flink_agents.api._tools import (
     ToolRequestEvent,
     ToolResponseEvent,
     ToolResult,
+    ToolSet,
     ToolSpec,
+    ToolUnavailableError,
 )
 
 CHATS_PATH = "_flink_agents.chats"
@@ -99,13 +101,19 @@ async def chat_model_action(
             f"resource {session.model!r} is a {type(model).__name__}, not a BaseChatModel"
         )
     tool_names = session.tools if session.tools is not None else list(model.tools)
-    specs = [_tool_spec(ctx, name) for name in tool_names]
+    specs = _tool_specs(ctx, tool_names)
     schema = resolve_output_schema(session.output_schema)
     response = await ctx.durable_execute_async(
         model.chat, list(session.messages), tools=specs or None, output_schema=schema
     )
     session.steps += 1
     session.usage = session.usage + response.usage
+    metrics = getattr(ctx, "metrics", None)
+    if metrics is not None and not getattr(ctx, "last_call_replayed", False):
+        usage = response.usage
+        metrics.chat_request(
+            session.model, usage.prompt_tokens, usage.completion_tokens, response.attempts - 1
+        )
     message = response.message
 
     if message.tool_calls:
@@ -152,6 +160,8 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
                 content = outputs[0] if len(outputs) == 1 else outputs
             else:
                 content = await ctx.durable_execute_async(tool.call, call.arguments)
+        except ToolUnavailableError:  # a dead MCP server: the error policy decides
+            raise
         except Exception as failure:  # the model is told and may try again
             results.append(
                 ToolResult(
@@ -163,6 +173,26 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
             continue
         results.append(ToolResult(tool_call_id=call.id, name=call.name, content=content))
     ctx.send_event(ToolResponseEvent(request_id=event.id, results=results))
+
+
+def _tool_specs(ctx: RunnerContext, names: list[str]) -> list[ToolSpec]:
+    """What the model is told about the tools ``names``: a tool set's resource (an MCP
+    server) stands for all of its tools, each under its own name."""
+    specs: dict[str, ToolSpec] = {}
+    for name in names:
+        found = ctx.get_resource(name)
+        if isinstance(found, ToolSet):
+            offered = [tool.metadata for tool in found.list_tools()]
+        else:
+            offered = [_tool_spec(ctx, name)]
+        for spec in offered:
+            if spec.name in specs:
+                raise FlinkAgentsError(
+                    f"two tools offered to the model are named {spec.name!r} (from the tool "
+                    f"list {names}): a model cannot tell them apart"
+                )
+            specs[spec.name] = spec
+    return list(specs.values())
 
 
 def _tool_spec(ctx: RunnerContext, name: str) -> ToolSpec:

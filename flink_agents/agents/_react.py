@@ -11,8 +11,9 @@ way the plan holds the configuration: resources (the model, the tools, the promp
     config:
       react:
         chat_model: llm              # a chat_model resource
-        tools: [add, multiply]       # tool resources; omitted: the model's own ``tools``
-        prompt: question             # optional prompt resource
+        tools: [add, multiply]       # tool resources (an mcp_server: all of its tools);
+                                     # omitted: the model's own ``tools``
+        prompt: question             # optional prompt resource (or an MCP server's prompt)
         output_schema: pkg.mod:Answer  # optional pydantic model of the final answer
         max_steps: 8                 # model calls per input before it fails
 """
@@ -20,6 +21,7 @@ way the plan holds the configuration: resources (the model, the tools, the promp
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,10 +39,10 @@ from flink_agents.api._chat import (
 from flink_agents.api._context import RunnerContext
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import InputEvent, OutputEvent
-from flink_agents.api._prompts import Prompt
+from flink_agents.api._prompts import OfferedPrompt, Prompt
 from flink_agents.api._refs import ref_of
 from flink_agents.api._resources import ResourceDescriptor, ResourceType
-from flink_agents.api._tools import FunctionTool, Tool
+from flink_agents.api._tools import FunctionTool, Tool, ToolSet
 
 CONFIG_KEY = "react"
 REQUEST_PATH = "_flink_agents.react.request"
@@ -51,7 +53,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "needed, then give the final answer."
 )
 
-ToolLike = Callable[..., Any] | Tool | ResourceDescriptor
+ToolLike = Callable[..., Any] | Tool | ToolSet | ResourceDescriptor
 
 
 class ReActAgent(Agent):
@@ -61,10 +63,12 @@ class ReActAgent(Agent):
         chat_model: the model, as an object that describes itself (``OpenAIChatModel``) or
             a ``ResourceDescriptor``; it becomes the resource ``chat_model``.
         tools: functions (``@tool`` or plain, defined at module level), ``Tool`` objects
-            that describe themselves, or a mapping of names to those or to descriptors;
-            each becomes a tool resource named after the tool.
+            that describe themselves, tool sets (an ``MCPServer``, declared under its
+            ``name``: the model gets all of its tools), or a mapping of names to those or to
+            descriptors; each becomes a resource named after the tool.
         prompt: a ``Prompt`` or its text, filled in with the input's fields (a dict or
-            pydantic input) or ``{input}``; without one the model gets a short system
+            pydantic input) or ``{input}``, or a prompt a tool set offers
+            (``server.prompt("name")``); without one the model gets a short system
             prompt and the input as the user message.
         output_schema: a module-level pydantic model: the final answer is validated into
             it and emitted as the output (otherwise the output is the answer's text).
@@ -78,7 +82,7 @@ class ReActAgent(Agent):
         *,
         chat_model: Any,
         tools: Sequence[ToolLike] | Mapping[str, ToolLike] = (),
-        prompt: Prompt | str | None = None,
+        prompt: Prompt | str | OfferedPrompt | None = None,
         output_schema: type[BaseModel] | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         name: str = "react_agent",
@@ -115,7 +119,12 @@ class ReActAgent(Agent):
             "tools": tool_names,
             "max_steps": self.max_steps,
         }
-        if self.prompt is not None:
+        if isinstance(self.prompt, OfferedPrompt):  # found by name among the offered ones
+            source = _tool_set_name(self.prompt.source, _given_name(self.tools, self.prompt.source))
+            if source not in tool_names:
+                resources.append(_resource(source, _describe(self.prompt.source, source)))
+            react["prompt"] = self.prompt.name
+        elif self.prompt is not None:
             resources.append(_resource("prompt", self.prompt.descriptor()))
             react["prompt"] = "prompt"
         if self.output_schema is not None:
@@ -135,6 +144,11 @@ class ReActAgent(Agent):
         if config.get("prompt"):
             prompt = ctx.get_resource(config["prompt"], ResourceType.PROMPT)
         request = ChatRequestEvent(
+            # Derived from the input's id (the same when a restored job runs the input
+            # again), not drawn at random: this action makes no durable call, so it runs
+            # again after a restore while the chat actions are replayed from the action log,
+            # and their answer must still match the id kept below.
+            id=uuid.uuid5(event.id, "react-request"),
             model=config["chat_model"],
             messages=build_messages(prompt, event.input),
             tools=config.get("tools"),
@@ -235,6 +249,9 @@ def _tool_descriptors(
                     "tools as a mapping {name: descriptor}"
                 )
             name, descriptor = given_name, item
+        elif isinstance(item, ToolSet):
+            name = _tool_set_name(item, given_name)
+            descriptor = _describe(item, f"tool set {name!r}")
         else:
             tool = item if isinstance(item, Tool) else FunctionTool(item)
             name = given_name or tool.metadata.name
@@ -243,3 +260,21 @@ def _tool_descriptors(
             raise FlinkAgentsError(f"ReActAgent: two tools are named {name!r}")
         found[name] = descriptor
     return list(found.items())
+
+
+def _tool_set_name(tool_set: Any, given_name: str | None) -> str:
+    """The resource name of a tool set (an MCP server): the mapping's key, else its own."""
+    name = given_name or getattr(tool_set, "name", None)
+    if not name:
+        raise FlinkAgentsError(
+            f"ReActAgent: {tool_set!r} needs a name to be declared under: give it one "
+            "(MCPServer(..., name='docs')) or pass tools as a mapping {name: server}"
+        )
+    return name
+
+
+def _given_name(tools: Sequence[ToolLike] | Mapping[str, ToolLike], item: Any) -> str | None:
+    """The name ``tools`` gives ``item`` when it is a mapping holding it."""
+    if isinstance(tools, Mapping):
+        return next((name for name, given in tools.items() if given is item), None)
+    return None

@@ -37,8 +37,17 @@ from flink_agents.api._long_term import (
     items_for_handoff,
 )
 from flink_agents.api._memory import MemoryObject
-from flink_agents.api._prompts import Prompt
+from flink_agents.api._metrics import (
+    Counter,
+    Gauge,
+    Histogram,
+    HistogramStatistics,
+    Meter,
+    MetricGroup,
+)
+from flink_agents.api._prompts import Prompt, PromptSet
 from flink_agents.api._resources import ResourceDescriptor, ResourceType, env_ref
+from flink_agents.api._retrieval import ContextRetrievalRequestEvent, ContextRetrievalResponseEvent
 from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
     FunctionTool,
@@ -46,6 +55,8 @@ from flink_agents.api._tools import (
     ToolRequestEvent,
     ToolResponseEvent,
     ToolResult,
+    ToolSet,
+    ToolUnavailableError,
     tool,
 )
 
@@ -62,10 +73,16 @@ __all__ = [
     "ChatRequestEvent",
     "ChatResponse",
     "ChatResponseEvent",
+    "ContextRetrievalRequestEvent",
+    "ContextRetrievalResponseEvent",
+    "Counter",
     "EmbeddingError",
     "Event",
     "FlinkAgentsError",
     "FunctionTool",
+    "Gauge",
+    "Histogram",
+    "HistogramStatistics",
     "InputEvent",
     "Knowledge",
     "KnowledgeSet",
@@ -78,9 +95,12 @@ __all__ = [
     "MemorySetNotFoundError",
     "MemoryValueError",
     "MessageRole",
+    "Meter",
+    "MetricGroup",
     "OutputEvent",
     "PlanError",
     "Prompt",
+    "PromptSet",
     "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",
@@ -91,6 +111,8 @@ __all__ = [
     "ToolRequestEvent",
     "ToolResponseEvent",
     "ToolResult",
+    "ToolSet",
+    "ToolUnavailableError",
     "action",
     "env_ref",
     "items_for_handoff",

@@ -96,6 +96,7 @@ class ChatResponse(BaseModel):
             instance, or a dict for a JSON-schema dict); None otherwise or on tool calls.
         model: the model that answered, as the provider reports it.
         finish_reason: why the model stopped, as the provider reports it.
+        attempts: the requests the call took (1 when no retry was needed).
     """
 
     message: ChatMessage
@@ -103,6 +104,7 @@ class ChatResponse(BaseModel):
     structured: Any = None
     model: str | None = None
     finish_reason: str | None = None
+    attempts: int = 1
 
 
 OutputSchema = type[BaseModel] | dict[str, Any]

@@ -11,6 +11,7 @@ from flink_agents.api._events import Event
 from flink_agents.api._knowledge import Knowledge
 from flink_agents.api._long_term import LongTermMemory
 from flink_agents.api._memory import MemoryObject
+from flink_agents.api._metrics import MetricGroup
 from flink_agents.api._resources import ResourceType
 
 T = TypeVar("T")
@@ -78,6 +79,26 @@ class RunnerContext(ABC):
             "no knowledge store is configured for this runner (set the agent option "
             "'long-term-memory-store', or run on the local or Flink runner)"
         )
+
+    @property
+    def agent_metric_group(self) -> MetricGroup:
+        """The agent's metric group: custom metrics shared by every action of this agent
+        (on Flink, per operator subtask, beside the built-in metrics).
+
+        Raises:
+            FlinkAgentsError: this runner reports no metrics.
+        """
+        raise FlinkAgentsError("this runner reports no metrics (run on the local or Flink runner)")
+
+    @property
+    def action_metric_group(self) -> MetricGroup:
+        """The metric group of the action running now (``action.<name>`` under the agent's
+        group): custom metrics per action.
+
+        Raises:
+            FlinkAgentsError: this runner reports no metrics.
+        """
+        raise FlinkAgentsError("this runner reports no metrics (run on the local or Flink runner)")
 
     def external_id(self) -> str:
         """A deterministic id (a UUID string) for the next write this action makes outside

@@ -34,6 +34,15 @@ class AgentBuilder(ABC):
         """The outputs as a Flink DataStream (Flink runner)."""
         raise FlinkAgentsError(f"{type(self).__name__} does not produce a DataStream")
 
+    def to_table(self, schema: Any = None, output_type: Any = None) -> Any:
+        """The outputs as a Flink ``Table``, one row per ``OutputEvent`` payload, of the
+        declared ``schema`` (a pydantic model class, a row type or a ``Schema``; with
+        ``output_type``, a ``RowTypeInfo``). Payloads that do not fit it go to
+        ``error_stream()`` as ``rejected_output`` records (Flink runner)."""
+        raise FlinkAgentsError(
+            f"{type(self).__name__} does not produce a Table: to_table needs the Flink runner"
+        )
+
     @abstractmethod
     def error_stream(self) -> Any:
         """The error output: input that never reached the agent (``kind: rejected``, with
@@ -46,14 +55,23 @@ class AgentsExecutionEnvironment(ABC):
     """Entry point for running agents, locally or on Flink."""
 
     @staticmethod
-    def get_execution_environment(env: Any = None, **options: Any) -> AgentsExecutionEnvironment:
+    def get_execution_environment(
+        env: Any = None, t_env: Any = None, **options: Any
+    ) -> AgentsExecutionEnvironment:
         """The local runner when ``env`` is None, else the Flink runner on ``env`` (a
-        ``StreamExecutionEnvironment``).
+        ``StreamExecutionEnvironment``). ``t_env`` is the job's ``StreamTableEnvironment``
+        (created over ``env``) for ``from_table`` and ``to_table``; without it, they use
+        the table's own environment, or one created over ``env``.
 
         On Flink, this sets PyFlink's thread mode on ``env`` unless the job chose an
         execution mode itself. PyFlink fixes a Python operator's mode when the operator is
         created, so call this before building Python operators of your own (those built
         earlier run in process mode)."""
+        if env is None and t_env is not None:
+            raise FlinkAgentsError(
+                "t_env needs env: pass the StreamExecutionEnvironment the table environment "
+                "was created over, get_execution_environment(env, t_env)"
+            )
         module_name, class_name = _LOCAL_RUNNER if env is None else _FLINK_RUNNER
         try:
             module = importlib.import_module(module_name)
@@ -64,7 +82,9 @@ class AgentsExecutionEnvironment(ABC):
                 f"this installation has no runner module {module_name!r}"
             ) from error
         environment_class = getattr(module, class_name)
-        return environment_class(**options) if env is None else environment_class(env, **options)
+        if env is None:
+            return environment_class(**options)
+        return environment_class(env, t_env=t_env, **options)
 
     @abstractmethod
     def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
@@ -77,3 +97,9 @@ class AgentsExecutionEnvironment(ABC):
     def from_datastream(self, stream: Any, key_selector: KeySelector = None) -> AgentBuilder:
         """Use a Flink DataStream as the input (Flink runner only)."""
         raise FlinkAgentsError(f"{type(self).__name__} cannot read a DataStream")
+
+    def from_table(self, table: Any, key_selector: KeySelector = None) -> AgentBuilder:
+        """Use an insert-only Flink ``Table`` as the input, each row a dict of column ->
+        value, partitioned by ``key_selector`` (a function of the dict, a column name, or
+        None) (Flink runner only)."""
+        raise FlinkAgentsError(f"{type(self).__name__} cannot read a Table")

@@ -7,6 +7,7 @@ vector store; knowledge shared between processes (Flink subtasks) needs a Qdrant
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
@@ -24,6 +25,8 @@ class KnowledgeSetItem(BaseModel):
         value: its content: any JSON value.
         created_time: when it was added (UTC).
         updated_time: when it was last written (UTC); equal to ``created_time`` until updated.
+        score: from ``search``, the cosine similarity to the query (higher is closer); None
+            from ``get``.
     """
 
     id: str
@@ -31,6 +34,21 @@ class KnowledgeSetItem(BaseModel):
     value: Any
     created_time: datetime
     updated_time: datetime
+    score: float | None = None
+
+
+def knowledge_text(value: Any) -> str:
+    """The text a knowledge item is embedded by, and shown as in a prompt.
+
+    A string is its own text; an object with a ``text`` string (a loaded document, see
+    ``flink-agents knowledge load``) is found by that text alone, so its id and other fields
+    neither blur the search nor need to be in the prompt; any other value is its JSON.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return value["text"]
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 class KnowledgeSet(ABC):
@@ -59,7 +77,8 @@ class KnowledgeSet(ABC):
 
     @abstractmethod
     def search(self, query: str, limit: int = 10) -> list[KnowledgeSetItem]:
-        """The ``limit`` items closest in meaning to ``query``, best first."""
+        """The ``limit`` items closest in meaning to ``query``, best first, each with its
+        ``score``."""
 
     @abstractmethod
     def delete(self, ids: str | Sequence[str] | None = None) -> None:

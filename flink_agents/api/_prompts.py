@@ -8,7 +8,9 @@ empty string sent to a model.
 from __future__ import annotations
 
 import string
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -115,6 +117,40 @@ class Prompt(BaseModel):
             raise PromptFormatError(
                 f"cannot fill in prompt: {type(error).__name__}: {error}"
             ) from None
+
+
+class PromptSet(ABC):
+    """A resource that offers prompts under their own names (an MCP server).
+
+    ``ctx.get_resource(name, ResourceType.PROMPT)`` finds them when no resource of that name
+    is declared; ``ReActAgent(prompt=prompt_set.prompt(name))`` uses one.
+
+    Attributes:
+        name: the resource name it is declared under (the runner sets it on creation).
+    """
+
+    name: str | None = None
+
+    @abstractmethod
+    def list_prompts(self) -> list[str]:
+        """The names of its prompts (listed once, then cached)."""
+
+    @abstractmethod
+    def get_prompt(self, name: str) -> Prompt | None:
+        """Its prompt called ``name``, if it has one."""
+
+    def prompt(self, name: str) -> OfferedPrompt:
+        """A reference to its prompt ``name``, for ``ReActAgent(prompt=...)``; nothing is
+        fetched until an action uses it."""
+        return OfferedPrompt(self, name)
+
+
+@dataclass(frozen=True)
+class OfferedPrompt:
+    """The prompt ``name`` that the resource ``source`` offers (see ``PromptSet.prompt``)."""
+
+    source: PromptSet
+    name: str
 
 
 def _variables_of(template: str) -> list[str]:

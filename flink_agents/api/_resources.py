@@ -28,6 +28,8 @@ class ResourceType(StrEnum):
     PROMPT = "prompt"
     TOOL = "tool"
     VECTOR_STORE = "vector_store"
+    MCP_SERVER = "mcp_server"
+    """Offers tools and prompts under their own names (``ToolSet``, ``PromptSet``)."""
     CUSTOM = "custom"
 
 

@@ -41,6 +41,16 @@ class ToolArgumentsError(FlinkAgentsError, ValueError):
     """A model called a tool with arguments that do not match its schema."""
 
 
+class ToolUnavailableError(FlinkAgentsError):
+    """A tool cannot be reached at all (an MCP server that died, never started, or stopped
+    answering).
+
+    A tool that fails on its arguments is an error result the model is told about, so it
+    may try again; this one fails the action instead, and the run's error policy decides
+    (retry, the error output, or failing the job). The message names what was unreachable.
+    """
+
+
 class ToolSpec(BaseModel):
     """What a model is told about a tool: its name, purpose and JSON-schema parameters."""
 
@@ -92,6 +102,33 @@ class Tool(ABC):
         if isinstance(target, FunctionTool):
             target = target.function
         return FunctionTool(target, name=name, description=description)
+
+
+class ToolSet(ABC):
+    """A resource that offers several tools under their own names (an MCP server).
+
+    A list of tool names (``ReActAgent(tools=...)``, ``ChatRequestEvent.tools``, a chat
+    model's ``tools``) may name a tool set's resource: it stands for all of its tools. The
+    tool action, and ``ctx.get_resource(name, ResourceType.TOOL)``, find each of them by
+    the name the model calls it by when no resource of that name is declared.
+
+    Attributes:
+        name: the resource name it is declared under (the runner sets it on creation).
+    """
+
+    name: str | None = None
+
+    @abstractmethod
+    def list_tools(self) -> list[Tool]:
+        """Its tools (listed once, then cached).
+
+        Raises:
+            ToolUnavailableError: the tools cannot be listed.
+        """
+
+    def get_tool(self, name: str) -> Tool | None:
+        """Its tool called ``name``, if it has one."""
+        return next((t for t in self.list_tools() if t.metadata.name == name), None)
 
 
 class FunctionTool(Tool):

@@ -1,4 +1,4 @@
-"""The ``flink-agents`` command: demo, run, validate and compile agents."""
+"""The ``flink-agents`` command: demo, run, validate and compile agents, load knowledge."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from flink_agents.api import PlanError
+from flink_agents.cli import _history, _knowledge
 from flink_agents.plan import compile_agent, load_plan
 from flink_agents.plan._refs import RefError, import_ref
 
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("action", choices=["up", "down", "status"])
     cluster.add_argument("--work-dir", type=Path, default=Path(".flink"))
     cluster.add_argument("--config", type=Path, default=Path("conf/config.yaml"))
+
+    _knowledge.add_parser(commands)
+    _history.add_parser(commands)
 
     llm = commands.add_parser(
         "llm-server", help="serve a scripted OpenAI-compatible TEST STAND-IN (not a real model)"
@@ -181,4 +185,6 @@ _COMMANDS = {
     "compile": _cmd_compile,
     "cluster": _cmd_cluster,
     "llm-server": _cmd_llm_server,
+    "knowledge": _knowledge.run,
+    "history": _history.run,
 }

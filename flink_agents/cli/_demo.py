@@ -39,6 +39,7 @@ from flink_agents.integrations.chat._openai import (
     _host_of,
 )
 from flink_agents.plan import AgentPlan, load_plan
+from flink_agents.runtime import AgentOptions
 
 DEFAULT_PLAN = Path("plans/support_replies.yaml")
 DEFAULT_DATA = Path("data/support_tickets.jsonl")
@@ -229,6 +230,8 @@ def _model_summary(model: DemoModel | None, replies: list[dict[str, Any]]) -> di
 def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict[str, Any]:
     from pyflink.datastream import StreamExecutionEnvironment
 
+    job = _job_name()
+
     from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
     from flink_agents.runtime.flink._logging import use_project_logging
 
@@ -239,7 +242,16 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
     # A failed run (a model that keeps failing, say) goes to the error output, as with
     # the local runner, instead of restarting the job from its checkpoint forever.
     build_agent_job(
-        env, plan, paths, KEY_FIELD, 1000, memory_snapshots=True, error_policy="error-output"
+        env,
+        plan,
+        paths,
+        KEY_FIELD,
+        1000,
+        memory_snapshots=True,
+        error_policy="error-output",
+        event_log_level="standard",
+        event_log_dir=str(out / "event-log"),
+        action_log_job=job,
     )
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
@@ -275,7 +287,52 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
         "errors": errors,
         "output_dir": paths.output,
         "error_dir": paths.errors,
+        "metrics": _final_metrics(out / "event-log"),
+        "event_log": out / "event-log",
+        "job": job,
+        "log": None,
     }
+
+
+def _job_name() -> str:
+    """The demo run's name in the action log, new for every run (a pinned name would make
+    the next run replay this one's actions), for ``flink-agents history``."""
+    return "demo-" + time.strftime("%Y%m%d-%H%M%S")
+
+
+def _final_metrics(event_log: Path) -> dict[str, float]:
+    """Every subtask's final metric values (the ``metrics`` record each writes to its event
+    log when it closes), summed."""
+    totals: dict[str, float] = {}
+    for path in sorted(event_log.glob("*/events.jsonl*")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("kind") != "metrics":
+                continue
+            for name, value in record["values"].items():
+                if isinstance(value, int | float) and "PerSec" not in name:
+                    totals[name] = totals.get(name, 0) + value
+    return totals
+
+
+def _usage_line(metrics: dict[str, float], event_log: Path | None) -> str:
+    """LLM calls, tokens, durable calls, replays and where the event log is."""
+
+    def total(suffix: str) -> int:
+        return int(
+            sum(v for k, v in metrics.items() if k.startswith("model.") and k.endswith(suffix))
+        )
+
+    line = (
+        f"LLM calls {total('.numOfRequests')} (tokens: {total('.promptTokens')} prompt, "
+        f"{total('.completionTokens')} completion)  ·  durable calls "
+        f"{int(metrics.get('numOfDurableCalls', 0))}  ·  replayed: "
+        f"{int(metrics.get('numOfActionsReplayed', 0))} actions, "
+        f"{int(metrics.get('numOfDurableCallsReplayed', 0))} calls"
+    )
+    if event_log is not None:
+        line += f"\nevent log: {event_log}"
+    return line
 
 
 def _run_local(plan: Any, data: Path, out: Path, console: Console) -> dict[str, Any]:
@@ -284,7 +341,15 @@ def _run_local(plan: Any, data: Path, out: Path, console: Console) -> dict[str, 
         output_path.open("w", encoding="utf-8") as output,
         error_path.open("w", encoding="utf-8") as errors,
     ):
-        report = run_json_lines(plan, data, KEY_FIELD, output, errors)
+        job, log = _job_name(), f"sqlite://{out / 'action-log.db'}"
+        options = AgentOptions(
+            error_policy="error-output",
+            event_log_level="standard",
+            event_log_dir=str(out / "event-log"),
+            action_log=log,
+            action_log_job=job,
+        )
+        report = run_json_lines(plan, data, KEY_FIELD, output, errors, options=options)
     runner = report.runner
     outputs = [json.loads(line) for line in output_path.read_text().splitlines() if line]
     errors = [json.loads(line) for line in error_path.read_text().splitlines() if line]
@@ -299,6 +364,10 @@ def _run_local(plan: Any, data: Path, out: Path, console: Console) -> dict[str, 
         "errors": errors,
         "output_dir": output_path,
         "error_dir": error_path,
+        "metrics": runner.metrics.snapshot(),
+        "event_log": out / "event-log",
+        "job": job,
+        "log": log,
     }
 
 
@@ -342,6 +411,13 @@ def _print_summary(console: Console, summary: dict[str, Any]) -> None:
     console.print(table)
     if summary.get("model") is not None:
         _print_replies(console, summary["model"], summary["replies"])
+    console.print(_usage_line(summary.get("metrics", {}), summary.get("event_log")))
+    if summary.get("job") and runs:
+        key = next(iter(sorted(runs, key=str)))
+        log = f" --log {summary['log']}" if summary.get("log") else ""
+        console.print(
+            f"one key's history: flink-agents history --job {summary['job']} --key {key}{log}"
+        )
     console.print(f"outputs: {summary['output_dir']}   error output: {summary['error_dir']}")
     if summary["rejected"] or summary["failed_runs"]:
         console.print(

@@ -1,1 +1,2 @@
-"""Integrations: OpenAI-compatible chat and embedding models, local embeddings, vector stores."""
+"""Integrations: OpenAI-compatible chat and embedding models, local embeddings, vector stores,
+MCP servers."""

@@ -87,3 +87,12 @@ class IdMinter:
             first = self._counters.get(scope, 0)
             self._counters[scope] = first + count
         return first
+
+
+def knowledge_document_id(set_name: str, document_id: str) -> str:
+    """The point id of document ``document_id`` in knowledge set ``set_name``.
+
+    Loading a document again (the same file, or an edited one) overwrites its point: ids
+    come from the set and the document, never from who loads it or when.
+    """
+    return point_id("knowledge-document", set_name, document_id)

@@ -12,9 +12,10 @@ from flink_agents.api._events import Event
 from flink_agents.plan._model import ActionSpec, AgentPlan, ResourceSpec
 from flink_agents.plan._refs import RefError, import_ref
 
-# Built-in actions bound into every plan, so agents send ChatRequestEvent / ToolRequestEvent
-# without declaring the plumbing (seed 002). Added here, not by the compiler, so plan files
-# stay as written; a plan action with the same name or function replaces the built-in.
+# Built-in actions bound into every plan, so agents send ChatRequestEvent / ToolRequestEvent /
+# ContextRetrievalRequestEvent without declaring the plumbing (seed 002). Added here, not by
+# the compiler, so plan files stay as written; a plan action with the same name or function
+# replaces the built-in.
 BUILTIN_ACTIONS = (
     ActionSpec(
         name="chat_model_action",
@@ -28,6 +29,11 @@ BUILTIN_ACTIONS = (
         name="tool_call_action",
         function="flink_agents.agents._builtin:tool_call_action",
         listen_to=("flink_agents.api._tools:ToolRequestEvent",),
+    ),
+    ActionSpec(
+        name="context_retrieval_action",
+        function="flink_agents.agents:context_retrieval_action",
+        listen_to=("flink_agents.api:ContextRetrievalRequestEvent",),
     ),
 )
 

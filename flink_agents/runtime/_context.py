@@ -12,11 +12,13 @@ from flink_agents.api._events import Event, InputEvent
 from flink_agents.api._knowledge import Knowledge
 from flink_agents.api._long_term import LongTermMemory
 from flink_agents.api._memory import MemoryObject
+from flink_agents.api._metrics import MetricGroup
 from flink_agents.api._resources import ResourceType
 from flink_agents.api._sub_agent import SubAgent
 from flink_agents.memory import BufferedState, FlatMemory, IdMinter, MemoryDelta, StateMap
-from flink_agents.runtime._journal import CallRecorder, CallSlot
+from flink_agents.runtime._journal import CallRecorder, CallSlot, function_id
 from flink_agents.runtime._long_term import LongTermProvider
+from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
 
 T = TypeVar("T")
@@ -41,8 +43,13 @@ class ActionContext(RunnerContext):
         identity: Callable[[], Sequence[str | int]] | None = None,
         origin: tuple[int, int, str] = (0, 0, ""),
         sub_runs: Callable[[], Any] | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._key = key
+        self._metrics = metrics
+        self.last_call_replayed = False
+        """Whether the latest durable call was answered from the action log (built-in
+        actions count a model's tokens only when it was really called)."""
         self.origin = origin
         """Run sequence, step and action name this execution is recorded under."""
         self._sub_runs = sub_runs
@@ -137,21 +144,49 @@ class ActionContext(RunnerContext):
     def external_id(self) -> str:
         return self.ids.external_id()
 
+    @property
+    def agent_metric_group(self) -> MetricGroup:
+        return self._metric_source().agent_group
+
+    @property
+    def action_metric_group(self) -> MetricGroup:
+        return self._metric_source().action_group(self.origin[2].rpartition(":")[2])
+
+    @property
+    def metrics(self) -> AgentMetrics | None:
+        """The run lifecycle's metrics (built-in actions count model usage there)."""
+        return self._metrics
+
+    def _metric_source(self) -> AgentMetrics:
+        if self._metrics is None:
+            return super().agent_metric_group  # raises: no metrics here
+        return self._metrics
+
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         recorder = self.call_recorder()
+        metrics = self._metrics
+        self.last_call_replayed = False
         if recorder is None:
-            return function(*args, **kwargs)
+            if metrics is None:
+                return function(*args, **kwargs)
+            return metrics.timed_call(function_id(function), function, *args, **kwargs)
         slot = recorder.begin(function, args, kwargs)
+        self.last_call_replayed = slot.recorded is not None
         if slot.recorded is not None:
+            if metrics is not None:
+                metrics.durable_call_replayed()
             return slot.replay()
-        return slot.run(function, args, kwargs)
+        if metrics is None:
+            return slot.run(function, args, kwargs)
+        return metrics.timed_call(slot.function, slot.run, function, args, kwargs)
 
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Awaitable[T]:
         recorder = self.call_recorder()
         slot = None if recorder is None else recorder.begin(function, args, kwargs)
-        return _DurableCall(self._executor, function, args, kwargs, slot)
+        self.last_call_replayed = slot is not None and slot.recorded is not None
+        return _DurableCall(self._executor, function, args, kwargs, slot, self._metrics)
 
     def run_agent(
         self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
@@ -205,7 +240,7 @@ class _DurableCall:
     which suspends the action until the future is done. A call the action log already
     holds completes at once, without the executor."""
 
-    __slots__ = ("_args", "_executor", "_function", "_kwargs", "_slot")
+    __slots__ = ("_args", "_executor", "_function", "_kwargs", "_metrics", "_slot")
 
     def __init__(
         self,
@@ -214,21 +249,32 @@ class _DurableCall:
         args: tuple,
         kwargs: dict,
         slot: CallSlot | None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._executor = executor
         self._function = function
         self._args = args
         self._kwargs = kwargs
         self._slot = slot
+        self._metrics = metrics
 
     def __await__(self) -> Generator[Future[Any], Any, Any]:
-        slot = self._slot
-        if slot is None:
-            future = self._executor.submit(self._function, *self._args, **self._kwargs)
-        elif slot.recorded is not None:
+        slot, metrics, submit = self._slot, self._metrics, self._executor.submit
+        if slot is not None and slot.recorded is not None:
+            if metrics is not None:
+                metrics.durable_call_replayed()
             return slot.replay()
+        if slot is None:
+            function, args = self._function, self._args
+            name = function_id(function) if metrics is not None else ""
         else:  # recorded on the executor thread, as soon as the call ends
-            future = self._executor.submit(slot.run, self._function, self._args, self._kwargs)
+            function, args = slot.run, (self._function, self._args, self._kwargs)
+            name = slot.function
+        if metrics is None:
+            future = submit(function, *args, **(self._kwargs if slot is None else {}))
+        else:
+            kwargs = self._kwargs if slot is None else {}
+            future = submit(metrics.timed_call, name, function, *args, **kwargs)
         return (yield future)
 
 

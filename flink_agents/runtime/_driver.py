@@ -134,6 +134,9 @@ class KeyDriver:
         driver), so what it last wrote or read is what the state holds."""
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
+        self.metrics = engine.metrics
+        self.metrics.watch(lambda: len(self.parked), lambda: len(self._in_flight))
+        self.event_log = engine.event_log
 
     # -- callbacks -------------------------------------------------------------------------
 
@@ -141,7 +144,9 @@ class KeyDriver:
         """A record of ``key`` arrived: start its run, or queue it behind the one in progress."""
         journal = self.engine.journal
         if journal is not None:
-            journal.maybe_prune(self._oldest_in_flight)
+            pruned = journal.maybe_prune(self._oldest_in_flight)
+            if pruned:
+                self.metrics.log_pruned(pruned)
         parked = self.parked.get(key)
         control = self._control(key, state)
         if control.run is None:
@@ -221,6 +226,8 @@ class KeyDriver:
         ``record``), then its queued inputs, until all end or one parks. The control value
         is written once, at the end."""
         engine = self.engine
+        metrics, event_log = self.metrics, self.event_log
+        logging_events = event_log.enabled
         suspension = None
         known = self._known(key)
         if resume is not None:
@@ -237,6 +244,7 @@ class KeyDriver:
         try:
             while True:
                 while not run.finished:
+                    started = time.perf_counter() if logging_events else 0.0
                     try:
                         if suspension is not None:
                             outcome = engine.resume(run, suspension)
@@ -246,17 +254,25 @@ class KeyDriver:
                             outcome = engine.complete_blocking(run, outcome)
                     except ActionExecutionError as error:
                         suspension = None
+                        if logging_events:
+                            self._log_failed_action(run, error, started)
                         if self.options.error_policy == "fail":
                             # The job fails and Flink restores its checkpoint; a runner that
                             # goes on (the local one) must not keep the run's sensory memory.
                             engine.end(run, sensory)
                             control.run = None
+                            metrics.run_failed()
+                            event_log.run_finished(run.key, run.sequence, "failed", error=error)
                             raise
                         if self._retry(run, error, timers, draining):
+                            metrics.action_retried()
                             if draining:
                                 continue
                             control.run = run  # parked until its backoff is over
                             return
+                        metrics.run_failed()
+                        metrics.run_to_error_output()
+                        event_log.run_finished(run.key, run.sequence, "error_output", error=error)
                         yield self.errors, failed_run(
                             run.key, run.input, run.sequence, error.action, error.cause,
                             run.attempts + 1,
@@ -269,7 +285,16 @@ class KeyDriver:
                         control.run = run
                         return
                     self.steps += 1
+                    metrics.action_executed(outcome.action)
+                    metrics.event_processed(len(outcome.events))
+                    if outcome.replayed:
+                        metrics.action_replayed()
+                    if logging_events:
+                        self._log_action(run, outcome, started)
                     yield from outcome.outputs
+                else:
+                    metrics.run_succeeded()
+                    event_log.run_finished(run.key, run.sequence, "succeeded")
                 engine.end(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
@@ -327,7 +352,40 @@ class KeyDriver:
 
     def _start(self, key: Any, control: KeyControl, record: Any) -> RunState:
         control.sequence += 1
+        self.metrics.run_started()
+        self.metrics.event_processed()  # its input event
+        self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)
+
+    # -- the event log ------------------------------------------------------------------------
+
+    def _log_action(self, run: RunState, outcome: StepResult, started: float) -> None:
+        """One action completed (or was replayed): its line, then one per event it sent.
+        A suspended action's time counts from the callback that resumed it."""
+        log = self.event_log
+        log.action_finished(
+            run.key,
+            run.sequence,
+            outcome.step,
+            outcome.action,
+            "replayed" if outcome.replayed else "succeeded",
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+        for event in outcome.events:
+            log.event(run.key, run.sequence, outcome.step, event, source=outcome.action)
+
+    def _log_failed_action(
+        self, run: RunState, error: ActionExecutionError, started: float
+    ) -> None:
+        self.event_log.action_finished(
+            run.key,
+            run.sequence,
+            run.steps + 1,
+            error.action,
+            "failed",
+            duration_ms=(time.perf_counter() - started) * 1000,
+            error=error.cause,
+        )
 
     def _retry(
         self, run: RunState, error: ActionExecutionError, timers: Timers, draining: bool

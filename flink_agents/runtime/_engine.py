@@ -26,8 +26,10 @@ from flink_agents.api._events import Event, InputEvent, OutputEvent
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import NO_CHANGE, ActionContext
+from flink_agents.runtime._event_log import EventLog
 from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
 from flink_agents.runtime._long_term import LongTermProvider
+from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
 from flink_agents.runtime.action_log import (
@@ -190,8 +192,10 @@ class RunEngine:
             from it, so an action that runs again after a restore overwrites its items.
             None: a fresh id per engine (the local runner).
         parent: the engine whose actions run this plan as a sub-agent: its options,
-            journal, executor and long-term memory are shared (the other arguments but the
-            plan are then ignored).
+            journal, executor, long-term memory, metrics and event log are shared (the
+            other arguments but the plan are then ignored).
+        metrics: where the run lifecycle counts (``AgentMetrics``; a new one if None).
+        event_log: where runs, events and actions are logged (off if None).
     """
 
     def __init__(
@@ -203,6 +207,8 @@ class RunEngine:
         long_term_subdirectory: str | None = None,
         job_id: str | None = None,
         parent: RunEngine | None = None,
+        metrics: AgentMetrics | None = None,
+        event_log: EventLog | None = None,
     ) -> None:
         self.plan = plan
         self._parent = parent
@@ -211,13 +217,17 @@ class RunEngine:
             self.options, self.journal = parent.options, parent.journal
             self.long_term = parent.long_term
             self._engine_id = parent._engine_id
+            self.metrics, self.event_log = parent.metrics, parent.event_log
         else:
             self.options = options or AgentOptions()
             self.journal = journal
+            self.metrics = metrics if metrics is not None else AgentMetrics()
+            self.event_log = event_log if event_log is not None else EventLog(None, "off")
             self.long_term = LongTermProvider(
                 self.options, self.resources, long_term_subdirectory
             )
             """Long-term memory and knowledge, opened when an action first uses them."""
+            self.long_term.observer = self.metrics
             # Without an action log, ids of long-term items derive from the job (the
             # subtasks of one job run disjoint keys; a restored attempt repeats them) or,
             # without one, from this engine (another process's runs must not overwrite
@@ -270,6 +280,8 @@ class RunEngine:
         finally:
             try:
                 self.resources.close()
+                self.event_log.metrics(self.metrics.snapshot())
+                self.event_log.close()
             finally:
                 if self.journal is not None:
                     self.journal.close()
@@ -413,6 +425,7 @@ class RunEngine:
             identity=partial(self._writer_identity, run.key, run.sequence, step, name),
             origin=(run.sequence, step, name),
             sub_runs=self.sub_runs,
+            metrics=self.metrics,
         )
 
     def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:
@@ -493,6 +506,7 @@ class RunEngine:
                 )
             except UnstorableValueError as error:
                 raise self._failure(run, action, error) from error
+            self.metrics.log_written()
         return sensory_delta, short_term_delta
 
     def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:

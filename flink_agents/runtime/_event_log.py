@@ -287,6 +287,22 @@ class EventLog:
                 durable_calls=durable_calls,
             )
 
+    def metrics(self, values: Mapping[str, Any]) -> None:
+        """The operator's final metric values (``AgentMetrics.snapshot``), written when it
+        closes: a ``metrics`` record, so a reader of the log gets the totals of a run that
+        had no reporter (the demo's summary)."""
+        if self.enabled:
+            record = {
+                "v": SCHEMA_VERSION,
+                "ts": round(self._clock() * 1000),
+                "kind": "metrics",
+                "job": self._job,
+                "values": dict(values),
+            }
+            line = json.dumps(record, ensure_ascii=False, default=repr)
+            with self._lock:
+                self._sink(line)  # type: ignore[misc]
+
     def close(self) -> None:
         close = getattr(self._sink, "close", None)
         if close is not None:

@@ -20,14 +20,18 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.console import Console
+
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._event_log import EventLog
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
+from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, rejected, take_key
 from flink_agents.runtime.action_log import open_action_log
@@ -123,7 +127,12 @@ class LocalRunner:
         if max_steps is not None:
             options = options.model_copy(update={"max_steps_per_run": max_steps})
         self.options = options
-        self.engine = RunEngine(bind_plan(self.plan), options, journal=journal)
+        self.engine = RunEngine(
+            bind_plan(self.plan),
+            options,
+            journal=journal,
+            event_log=local_event_log(options, journal),
+        )
         self.driver = KeyDriver(self.engine, errors=ERRORS, snapshots=SNAPSHOTS)
         self._states: dict[Any, LocalKeyState] = {}
         self._timers: list[tuple[int, int, Any]] = []
@@ -192,6 +201,11 @@ class LocalRunner:
         self.driver = KeyDriver(self.engine, errors=ERRORS, snapshots=SNAPSHOTS)
         self._timers.clear()
         self._ready.clear()
+
+    @property
+    def metrics(self) -> AgentMetrics:
+        """The run lifecycle's metrics and the actions' custom ones, in memory."""
+        return self.engine.metrics
 
     @property
     def steps(self) -> int:
@@ -341,6 +355,7 @@ class LocalAgentBuilder(AgentBuilder):
                     key = take_key(self._key_of, record)
                 except BadRecord as error:  # bad input, whatever the error policy
                     runner.errors.append(rejected(str(error), input=record))
+                    runner.metrics.input_rejected()
                     continue
                 runner.feed(key, record)
             runner.finish()
@@ -349,8 +364,15 @@ class LocalAgentBuilder(AgentBuilder):
             raise
         finally:  # async calls end, compactions finish and the vector store is released
             runner.engine.close()
+            Console(stderr=True).print(runner.metrics.render(f"{runner.plan.name}: metrics"))
         self._ran = True
         return runner
+
+    def metrics(self) -> dict[str, Any]:
+        """Every metric's value by dotted name (``numOfActionsExecuted``,
+        ``action.<name>.numOfActionsExecuted``, custom metrics, ...), after running the
+        input if it has not run yet; the run prints them as a table on stderr too."""
+        return self._run().metrics.snapshot()
 
 
 class LocalExecutionEnvironment(AgentsExecutionEnvironment):
@@ -365,6 +387,29 @@ class LocalExecutionEnvironment(AgentsExecutionEnvironment):
 
     def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
         return LocalAgentBuilder(records, key_selector, self.options)
+
+    def from_table(self, table: Any, key_selector: KeySelector = None) -> AgentBuilder:
+        raise FlinkAgentsError(
+            "from_table needs the Flink runner: get_execution_environment(env, t_env) with the "
+            "StreamExecutionEnvironment and StreamTableEnvironment of your job. The local runner "
+            "reads Python records: from_list(rows) with each row a dict of column -> value is "
+            "what the agent would see"
+        )
+
+
+def local_event_log(options: AgentOptions, journal: ActionJournal | None = None) -> EventLog:
+    """The local runner's event log: rolled files under ``event-log-dir`` (its ``local``
+    subdirectory), or off."""
+    if options.event_log_level == "off":
+        return EventLog(None, "off")
+    return EventLog.to_directory(
+        options.event_log_directory() / "local",
+        options.event_log_level,
+        job=journal.job if journal is not None else "local",
+        max_payload_chars=options.event_log_max_payload_chars,
+        max_bytes=options.event_log_max_file_bytes,
+        backup_count=options.event_log_max_files,
+    )
 
 
 def local_journal(options: AgentOptions) -> ActionJournal | None:

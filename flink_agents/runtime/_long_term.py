@@ -30,6 +30,31 @@ from flink_agents.runtime._resources import ResourceCache
 API_KEY_ENV = "QDRANT_API_KEY"
 
 
+def subtask_directory(index: int) -> str:
+    """The subdirectory of the embedded store that Flink subtask ``index`` opens."""
+    return f"subtask-{index}"
+
+
+def store_location(options: AgentOptions, subdirectory: str | None = None) -> str:
+    """The store a runner opens: a server URL, or an embedded directory.
+
+    The local runner opens ``<long-term-memory-store>`` (default ``<data-dir>/vector-store``)
+    itself; a Flink subtask opens ``subtask_directory(i)`` under it.
+    """
+    configured = options.long_term_memory_store
+    if configured and configured.startswith(("http://", "https://", ":memory:")):
+        return configured
+    root = Path(configured or Path(options.data_dir) / "vector-store").expanduser()
+    return str(root / subdirectory if subdirectory else root)
+
+
+def open_store(location: str) -> VectorStore:
+    """The vector store at ``location``; a server's key comes from ``$QDRANT_API_KEY``, never
+    from options or plans."""
+    remote = location.startswith(("http://", "https://"))
+    return open_vector_store(location, api_key=os.environ.get(API_KEY_ENV) if remote else None)
+
+
 class LongTermProvider:
     """Opens the store and models lazily; hands each action its key's view."""
 
@@ -46,14 +71,12 @@ class LongTermProvider:
         self._store: VectorStore | None = None
         self._memory: VectorLongTermMemory | None = None
         self._knowledge: VectorKnowledge | None = None
+        self.observer: Any = None
+        """Told of long-term memory operations (the engine's metrics)."""
 
     def location(self) -> str:
         """The store this runner opens: a server URL, or an embedded directory."""
-        configured = self.options.long_term_memory_store
-        if configured and configured.startswith(("http://", "https://", ":memory:")):
-            return configured
-        root = Path(configured or Path(self.options.data_dir) / "vector-store").expanduser()
-        return str(root / self.subdirectory if self.subdirectory else root)
+        return store_location(self.options, self.subdirectory)
 
     def memory(self, key: Any, ids: IdMinter) -> KeyedLongTermMemory:
         self._open()
@@ -83,18 +106,14 @@ class LongTermProvider:
             embedding = self._embedding()
             chat_name = self.options.long_term_memory_chat_model
             chat = self.resources.get(chat_name, ResourceType.CHAT_MODEL) if chat_name else None
-            location = self.location()
-            remote = location.startswith(("http://", "https://"))
-            # The server's key comes from the environment, never from options or plans.
-            store = open_vector_store(
-                location, api_key=os.environ.get(API_KEY_ENV) if remote else None
-            )
+            store = open_store(self.location())
             try:
                 self._memory = VectorLongTermMemory(store, embedding, chat_model=chat)
                 self._knowledge = VectorKnowledge(store, embedding)
             except BaseException:
                 store.close()
                 raise
+            self._memory.observer = self._knowledge.observer = self.observer
             self._store = store
 
     def _embedding(self) -> BaseEmbeddingModel:

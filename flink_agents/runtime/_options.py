@@ -60,6 +60,23 @@ class AgentOptions(BaseModel):
     between callbacks, least recently used out: their state is still written at the end of
     every callback, only reading it back is saved (in thread mode a state read is a call
     into the JVM). 0 turns the cache off."""
+    event_log_level: Literal["off", "standard", "verbose"] = Field("off", alias="event-log-level")
+    """The event log (``docs/observability.md``): one JSON line per run, event and action,
+    with payloads cut to ``event-log-max-payload-chars`` at ``standard``, in full at
+    ``verbose``; secrets never appear. Off for jobs unless set; the demo sets
+    ``standard``."""
+    event_log_output: Literal["files", "stream"] = Field("files", alias="event-log-output")
+    """``files``: rolled files under ``event-log-dir``; ``stream``: on Flink, a side output
+    (``builder.event_log_stream()``, JSON lines) to sink anywhere."""
+    event_log_dir: str | None = Field(None, alias="event-log-dir")
+    """Where the event log's rolled files go (a subdirectory per Flink subtask). Unset:
+    ``<data-dir>/event-log``."""
+    event_log_max_payload_chars: int = Field(2000, alias="event-log-max-payload-chars", ge=16)
+    event_log_max_file_bytes: int = Field(
+        16 * 1024 * 1024, alias="event-log-max-file-bytes", ge=1024
+    )
+    event_log_max_files: int = Field(5, alias="event-log-max-files", ge=1)
+    """Rolled files kept besides the current one (so the log is bounded)."""
     memory_snapshots: bool = Field(False, alias="memory-snapshots")
     """Emit each key's short-term memory after every run to a side output (for demos and
     debugging: it reads the key's whole memory once per run)."""
@@ -105,6 +122,9 @@ class AgentOptions(BaseModel):
         "async_poll_max_interval_ms",
         "action_log_retention_ms",
         "state_cache_keys",
+        "event_log_max_payload_chars",
+        "event_log_max_file_bytes",
+        "event_log_max_files",
         mode="before",
     )
     @classmethod
@@ -149,6 +169,10 @@ class AgentOptions(BaseModel):
             path = Path(self.data_dir).expanduser().resolve() / "action-log.db"
             return f"sqlite://{path}"
         return None if self.action_log.strip().lower() == "none" else self.action_log
+
+    def event_log_directory(self) -> Path:
+        """Where the event log's files go."""
+        return Path(self.event_log_dir or Path(self.data_dir) / "event-log").expanduser()
 
     def retry_backoff_ms(self, attempt: int) -> int:
         """Exponential backoff before retry number ``attempt`` (1-based)."""

@@ -1,5 +1,10 @@
 """Lazily created, cached resources: one instance per runner (per Flink subtask).
 
+A resource that offers tools and prompts under their own names (an MCP server: ``ToolSet``,
+``PromptSet``) makes them resources too: a tool or prompt name that is not declared is looked
+up among the servers the plan declares (creating them), and must be offered by exactly one.
+``close`` closes every created resource that has a ``close`` method (an MCP server's session).
+
 Environment references in a resource's args (``{"env": NAME}`` or ``"${env:NAME}"``, see
 ``flink_agents.api._resources``) are resolved here, at creation and nowhere else, so the
 values never enter a plan; they are also masked in the creation error, should a provider
@@ -16,13 +21,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._prompts import PromptSet
 from flink_agents.api._resources import ResourceType, UnknownResourceError, is_env_ref
+from flink_agents.api._tools import ToolSet
 from flink_agents.plan import BoundPlan
 
 logger = logging.getLogger(__name__)
 
 _ENV_IN_STRING = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _MASK = "***"
+_OFFERING = (ResourceType.MCP_SERVER,)
+"""Resource types whose instances offer tools and prompts under their own names."""
 
 
 class ResourceCache:
@@ -35,35 +44,37 @@ class ResourceCache:
         self._lock = threading.Lock()
 
     def get(self, name: str, type: ResourceType | None = None) -> Any:
+        wanted = None if type is None else _resource_type(type)
         bound = self._plan.resources.get(name)
         if bound is None:
+            offered = self._offered(name, wanted)
+            if offered is not None:
+                return offered
             declared = ", ".join(sorted(self._plan.resources)) or "none"
+            servers = self._offering()
+            also = f"; nor offered by {', '.join(servers)}" if servers else ""
             raise UnknownResourceError(
-                f"agent '{self._plan.name}' has no resource named {name!r} (declared: {declared})"
+                f"agent '{self._plan.name}' has no resource named {name!r} "
+                f"(declared: {declared}{also})"
             )
-        if type is not None:
-            try:
-                wanted = ResourceType(type)
-            except ValueError:
-                kinds = ", ".join(t.value for t in ResourceType)
-                raise FlinkAgentsError(
-                    f"{type!r} is not a resource type (use one of {kinds})"
-                ) from None
-            if bound.spec.type != wanted:
-                raise FlinkAgentsError(
-                    f"resource {name!r} is a {bound.spec.type.value}, not a {wanted.value}"
-                )
+        if wanted is not None and bound.spec.type != wanted:
+            raise FlinkAgentsError(
+                f"resource {name!r} is a {bound.spec.type.value}, not a {wanted.value}"
+            )
         with self._lock:
             if name not in self._instances:
                 secrets: list[str] = []
                 args = resolve_env(name, bound.spec.args, self._environ, secrets)
                 try:
-                    self._instances[name] = bound.provider(**args)
+                    instance = bound.provider(**args)
                 except Exception as error:
                     detail = mask(f"{type_name(error)}: {error}", secrets)
                     raise FlinkAgentsError(
                         f"creating resource {name!r} with {bound.spec.provider} failed: {detail}"
                     ) from (None if secrets else error)
+                if isinstance(instance, ToolSet | PromptSet):
+                    instance.name = name  # it names itself by it in its errors
+                self._instances[name] = instance
             return self._instances[name]
 
     def created(self) -> list[str]:
@@ -83,6 +94,53 @@ class ResourceCache:
                 close()
             except Exception as error:
                 logger.warning("closing resource %r failed: %s: %s", name, type_name(error), error)
+
+    def _offering(self) -> list[str]:
+        """The declared resources that offer tools and prompts, in plan order."""
+        return [n for n, b in self._plan.resources.items() if b.spec.type in _OFFERING]
+
+    def _offered(self, name: str, wanted: ResourceType | None) -> Any:
+        """The tool or prompt ``name`` that exactly one offering resource offers, or None;
+        without a type, a tool before a prompt.
+
+        Raises:
+            FlinkAgentsError: more than one offers it.
+            ToolUnavailableError: an offering resource cannot list what it offers.
+        """
+        if wanted is not None and wanted not in _OFFERED:
+            return None
+        sources = self._offering()
+        for kind in [wanted] if wanted is not None else list(_OFFERED):  # tools first
+            offered = [(s, _OFFERED[kind](self.get(s), name)) for s in sources]
+            found = [(s, item) for s, item in offered if item is not None]
+            if len(found) > 1:
+                raise FlinkAgentsError(
+                    f"{kind.value} {name!r} is offered by more than one resource of agent "
+                    f"'{self._plan.name}': {', '.join(repr(s) for s, _ in found)}"
+                )
+            if found:
+                return found[0][1]
+        return None
+
+
+def _offered_tool(instance: Any, name: str) -> Any:
+    return instance.get_tool(name) if isinstance(instance, ToolSet) else None
+
+
+def _offered_prompt(instance: Any, name: str) -> Any:
+    return instance.get_prompt(name) if isinstance(instance, PromptSet) else None
+
+
+_OFFERED = {ResourceType.TOOL: _offered_tool, ResourceType.PROMPT: _offered_prompt}
+"""How to find a tool or a prompt that a resource offers."""
+
+
+def _resource_type(type: Any) -> ResourceType:
+    try:
+        return ResourceType(type)
+    except ValueError:
+        kinds = ", ".join(t.value for t in ResourceType)
+        raise FlinkAgentsError(f"{type!r} is not a resource type (use one of {kinds})") from None
 
 
 def resolve_env(

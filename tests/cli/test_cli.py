@@ -66,6 +66,13 @@ def _check_stand_in_replies(summary, text, outputs):
     assert replies["T-1002"]["reply"].startswith("[stand-in] Sorry about the charge")
     assert all(o["reply"].startswith("[stand-in] ") for o in replies.values())
     assert all(o["reply_tokens"] > 0 for o in replies.values())
+    # The agent's own metrics agree (on Flink, from the final records of the event log).
+    metrics = summary["metrics"]
+    assert sum(v for k, v in metrics.items() if k.endswith(".numOfRequests")) == REPLIES
+    assert sum(v for k, v in metrics.items() if k.endswith(".promptTokens")) > 0
+    assert metrics["numOfDurableCalls"] == REPLIES
+    assert f"LLM calls {REPLIES} (tokens: " in text
+    assert "one key's history: flink-agents history --job demo-" in text
 
 
 def read_json_files(path: Path) -> list:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from flink_agents.agents import tool_call_action
+from flink_agents.agents import context_retrieval_action, tool_call_action
 from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment, FlinkAgentsError
 from flink_agents.api._chat import (
     ChatMessage,
@@ -292,6 +292,7 @@ def test_built_in_actions_are_bound_but_not_written_into_plans():
         "answer",
         "chat_model_action",
         "tool_call_action",
+        "context_retrieval_action",
     ]
 
 
@@ -305,4 +306,5 @@ def test_a_plan_action_of_the_same_name_replaces_a_built_in():
     assert [(a.name, a.function) for a in bound.actions] == [
         ("chat_model_action", agents.WeatherAgent.answer),
         ("tool_call_action", tool_call_action),
+        ("context_retrieval_action", context_retrieval_action),
     ]

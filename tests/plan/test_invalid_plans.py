@@ -128,7 +128,8 @@ CASES = {
     "unknown resource type": (
         _set(resources=[{"name": "llm", "type": "llm", "provider": f"{ST}:classify"}]),
         "agent 'triage', resource 'llm', field 'type': Input should be 'chat_model', "
-        "'embedding_model', 'prompt', 'tool', 'vector_store' or 'custom' (got 'llm')",
+        "'embedding_model', 'prompt', 'tool', 'vector_store', 'mcp_server' or 'custom' "
+        "(got 'llm')",
     ),
     "unimportable resource provider": (
         _set(resources=[{"name": "llm", "type": "tool", "provider": "nowhere:make"}]),

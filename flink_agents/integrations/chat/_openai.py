@@ -129,7 +129,7 @@ class OpenAIChatModel(BaseChatModel):
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
         request.update(self.extra_args)
-        completion = self._create(request)
+        completion, attempts = self._create(request)
         if not completion.choices:
             raise ChatModelError(
                 f"chat model {self.model!r} at {self.host} returned no choices",
@@ -151,10 +151,12 @@ class OpenAIChatModel(BaseChatModel):
             structured=structured,
             model=completion.model,
             finish_reason=choice.finish_reason,
+            attempts=attempts,
         )
 
-    def _create(self, request: dict[str, Any]) -> Any:
-        """One call, retried by the policy; a ``ChatModelError`` once it gives up."""
+    def _create(self, request: dict[str, Any]) -> tuple[Any, int]:
+        """One call, retried by the policy, and the attempts it took; a
+        ``ChatModelError`` once it gives up."""
         attempts = 0
         label = f"chat model {self.model!r} at {self.host}"
         retrying = self.retry.retrying(log_retry(logger, label, self.retry.max_retries + 1))
@@ -162,7 +164,7 @@ class OpenAIChatModel(BaseChatModel):
             for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    return self._client.chat.completions.create(**request)
+                    return self._client.chat.completions.create(**request), attempts
         except openai.OpenAIError as error:
             status = status_of(error)
             raise ChatModelError(

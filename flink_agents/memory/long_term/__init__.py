@@ -2,7 +2,8 @@
 
 ``VectorLongTermMemory`` keeps every key's memory sets in one collection and compacts them
 on its own small thread pool; ``for_key(key, identity)`` is the ``LongTermMemory`` an action
-sees. ``VectorKnowledge`` keeps knowledge sets, shared by every key, in another collection.
+sees. ``VectorKnowledge`` keeps knowledge sets, shared by every key, in another collection;
+``read_documents`` and ``load_documents`` bulk-load documents into one, idempotently.
 """
 
 from flink_agents.memory.long_term._compaction import CompactionError, Compactor
@@ -10,6 +11,15 @@ from flink_agents.memory.long_term._knowledge import (
     KNOWLEDGE_COLLECTION,
     StoredKnowledgeSet,
     VectorKnowledge,
+    open_knowledge_set,
+)
+from flink_agents.memory.long_term._loader import (
+    DocumentFileError,
+    KnowledgeDocument,
+    LoadCounts,
+    documents_from,
+    load_documents,
+    read_documents,
 )
 from flink_agents.memory.long_term._memory import MEMORY_COLLECTION, VectorLongTermMemory
 from flink_agents.memory.long_term._sets import KeyedLongTermMemory, StoredMemorySet
@@ -19,9 +29,16 @@ __all__ = [
     "MEMORY_COLLECTION",
     "CompactionError",
     "Compactor",
+    "DocumentFileError",
     "KeyedLongTermMemory",
+    "KnowledgeDocument",
+    "LoadCounts",
     "StoredKnowledgeSet",
     "StoredMemorySet",
     "VectorKnowledge",
     "VectorLongTermMemory",
+    "documents_from",
+    "load_documents",
+    "open_knowledge_set",
+    "read_documents",
 ]

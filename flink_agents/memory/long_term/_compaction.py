@@ -77,6 +77,8 @@ class Compactor:
         self.attempts = attempts
         self.initial_wait = initial_wait
         self.max_wait = max_wait
+        self.observer: Any = None
+        """Told of each compaction (a ``LongTermObserver``: the runtime's metrics)."""
         self.errors: list[BaseException] = []
         """Passes given up after their last attempt (newest last), for inspection."""
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flink-agents-compaction")
@@ -176,6 +178,8 @@ class Compactor:
             self._summarize(key, settings, items)
         else:
             self._custom(key, settings, items, strategy)
+        if self.observer is not None:
+            self.observer.long_term_memory_compacted()
         logger.info(
             "compacted memory set %r of key %r: %d items over its capacity of %d (%s)",
             name,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from flink_agents.api._embedding import BaseEmbeddingModel
-from flink_agents.api._knowledge import Knowledge, KnowledgeSet, KnowledgeSetItem
+from flink_agents.api._knowledge import Knowledge, KnowledgeSet, KnowledgeSetItem, knowledge_text
 from flink_agents.api._long_term import MemorySetNotFoundError
 from flink_agents.integrations.vector_stores import (
     FieldMatch,
@@ -19,7 +20,8 @@ from flink_agents.integrations.vector_stores import (
     point_id,
 )
 from flink_agents.memory._identity import IdMinter
-from flink_agents.memory.long_term._codec import CLOCK, text_of, to_datetime
+from flink_agents.memory.long_term._codec import CLOCK, to_datetime
+from flink_agents.memory.long_term._observer import LongTermObserver
 
 KNOWLEDGE_COLLECTION = "flink_agents_knowledge"
 KIND_KNOWLEDGE = "knowledge"
@@ -50,12 +52,16 @@ class VectorKnowledge(Knowledge):
         self.embedding = embedding_model
         self.collection = collection
         self.ids = ids if ids is not None else IdMinter()
+        self.observer: LongTermObserver | None = None
+        """Told of adds and searches (the runtime's metrics)."""
         if not _ensured:
             store.ensure_collection(collection, embedding_model.dimension, embedding_model.model_id)
 
     def bound(self, ids: IdMinter | None) -> VectorKnowledge:
         """The same knowledge, writing with ids from ``ids``."""
-        return VectorKnowledge(self.store, self.embedding, self.collection, ids, _ensured=True)
+        bound = VectorKnowledge(self.store, self.embedding, self.collection, ids, _ensured=True)
+        bound.observer = self.observer
+        return bound
 
     def create_knowledge_set(self, name: str) -> KnowledgeSet:
         if not isinstance(name, str) or not name:
@@ -83,6 +89,61 @@ class VectorKnowledge(Knowledge):
         return self.ids.point_ids("knowledge", name, count)
 
 
+def open_knowledge_set(
+    name: str,
+    store: str,
+    *,
+    api_key: str | None = None,
+    embedding_model: BaseEmbeddingModel | None = None,
+    create: bool = False,
+) -> KnowledgeSet:
+    """Knowledge set ``name`` on a store of its own: the provider of a ``vector_store``
+    resource that ``ContextRetrievalRequestEvent(vector_store=...)`` searches.
+
+    In a plan::
+
+        - name: manuals
+          type: vector_store
+          provider: flink_agents.memory.long_term:open_knowledge_set
+          args:
+            name: manuals
+            store: https://qdrant.internal:6333
+            api_key: {env: QDRANT_API_KEY}
+
+    Args:
+        name: the knowledge set.
+        store: a Qdrant server URL, or an embedded store's directory (shared with a store
+            already open on it in this process; another process must not have it open).
+        api_key: the server's key (use ``{env: NAME}`` in a plan, never the key itself).
+        embedding_model: the model the set was loaded with; None: the offline MiniLM model.
+        create: create the set when missing (default: a missing set is an error here, at
+            the resource's creation, rather than an empty answer later).
+
+    The set keeps its store open until its ``close()`` (a runner closes its resources when
+    it ends).
+
+    Raises:
+        MemorySetNotFoundError: the set does not exist and ``create`` is False.
+    """
+    from flink_agents.integrations.vector_stores import open_vector_store
+
+    if embedding_model is None:
+        from flink_agents.integrations.embeddings import LocalEmbeddingModel
+
+        embedding_model = LocalEmbeddingModel()
+    opened = open_vector_store(store, api_key=api_key)
+    try:
+        knowledge = VectorKnowledge(opened, embedding_model)
+        if create:
+            knowledge.create_knowledge_set(name)
+        else:
+            knowledge.get_knowledge_set(name)  # raises for a missing set
+    except BaseException:
+        opened.close()
+        raise
+    return _OwnedKnowledgeSet(knowledge, name)
+
+
 class StoredKnowledgeSet(KnowledgeSet):
     """One knowledge set: points of kind ``knowledge`` whose ``set`` is its name."""
 
@@ -103,6 +164,8 @@ class StoredKnowledgeSet(KnowledgeSet):
         ids = self._k.new_ids(self._name, len(values))
         times = [CLOCK.now() for _ in values]  # strictly increasing: get() keeps add order
         self._write(ids, values, times, times)
+        if self._k.observer is not None:
+            self._k.observer.long_term_memory_added(len(ids))
         return ids
 
     def update(self, id: str, item: Any) -> KnowledgeSetItem:
@@ -129,7 +192,9 @@ class StoredKnowledgeSet(KnowledgeSet):
     def search(self, query: str, limit: int = 10) -> list[KnowledgeSetItem]:
         vector = self._k.embedding.embed_one(query)
         hits = self._k.store.search(self._k.collection, vector, limit, self._filter())
-        return [_item(h.id, h.payload) for h in hits]
+        if self._k.observer is not None:
+            self._k.observer.long_term_memory_searched()
+        return [_item(h.id, h.payload, h.score) for h in hits]
 
     def delete(self, ids: str | Sequence[str] | None = None) -> None:
         wanted = [ids] if isinstance(ids, str) else ids
@@ -146,26 +211,44 @@ class StoredKnowledgeSet(KnowledgeSet):
     def _write(
         self, ids: list[str], values: list[Any], created: list[float], updated: list[float]
     ) -> None:
-        vectors = self._k.embedding.embed([text_of(v) for v in values])
+        vectors = self._k.embedding.embed([knowledge_text(v) for v in values])
         points = [
-            Point(
-                i,
-                vector,
-                {
-                    "kind": KIND_KNOWLEDGE,
-                    "set": self._name,
-                    "value": value,
-                    "created_time": c,
-                    "updated_time": u,
-                },
-            )
+            Point(i, vector, item_payload(self._name, value, c, u))
             for i, vector, value, c, u in zip(ids, vectors, values, created, updated, strict=True)
         ]
         self._k.store.upsert(self._k.collection, points)
 
 
+class _OwnedKnowledgeSet(StoredKnowledgeSet):
+    """A knowledge set on a store opened for it alone: closing it releases the store."""
+
+    def __init__(self, knowledge: VectorKnowledge, name: str) -> None:
+        super().__init__(knowledge, name)
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Release the store (once: a shared embedded store counts its openers)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._k.store.close()
+
+
 def _set_id(name: str) -> str:
     return point_id("knowledge-set", name)
+
+
+def item_payload(name: str, value: Any, created: float, updated: float) -> dict[str, Any]:
+    """The payload of a knowledge item of set ``name`` (also written by the bulk loader)."""
+    return {
+        "kind": KIND_KNOWLEDGE,
+        "set": name,
+        "value": value,
+        "created_time": created,
+        "updated_time": updated,
+    }
 
 
 def _json(value: Any) -> Any:
@@ -175,11 +258,12 @@ def _json(value: Any) -> Any:
         raise TypeError(f"knowledge items are JSON values; {value!r} is not: {error}") from None
 
 
-def _item(id: str, payload: dict[str, Any]) -> KnowledgeSetItem:
+def _item(id: str, payload: dict[str, Any], score: float | None = None) -> KnowledgeSetItem:
     return KnowledgeSetItem(
         id=id,
         name=payload["set"],
         value=payload["value"],
         created_time=to_datetime(payload["created_time"]),
         updated_time=to_datetime(payload["updated_time"]),
+        score=score,
     )

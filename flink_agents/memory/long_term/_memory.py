@@ -12,6 +12,7 @@ from flink_agents.memory.long_term._access import AccessRecorder
 from flink_agents.memory.long_term._codec import key_text
 from flink_agents.memory.long_term._compaction import Compactor
 from flink_agents.memory.long_term._core import MemoryCore
+from flink_agents.memory.long_term._observer import LongTermObserver
 from flink_agents.memory.long_term._sets import KeyedLongTermMemory
 
 MEMORY_COLLECTION = "flink_agents_memory"
@@ -62,6 +63,15 @@ class VectorLongTermMemory:
             max_wait=retry_max_wait,
         )
         self.access = AccessRecorder(self.core.touch, self.compactor.submit, access_interval)
+
+    @property
+    def observer(self) -> LongTermObserver | None:
+        """Told of adds, searches and compactions (the runtime's metrics)."""
+        return self.compactor.observer
+
+    @observer.setter
+    def observer(self, observer: LongTermObserver | None) -> None:
+        self.compactor.observer = observer
 
     def for_key(self, key: Any, ids: IdMinter | None = None) -> KeyedLongTermMemory:
         """The memory sets of ``key``; ``ids`` (the action execution's minter) makes item

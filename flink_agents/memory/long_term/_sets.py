@@ -146,6 +146,9 @@ class StoredMemorySet(MemorySet):
         capacity = self._settings.capacity
         if capacity is not None and self._core.count(self._key, self.name) > capacity:
             self._view.owner.compactor.schedule(self._key, self.name)
+        observer = self._view.owner.observer
+        if observer is not None:
+            observer.long_term_memory_added(len(ids))
         return ids
 
     def get(self, ids: str | Sequence[str] | None = None) -> list[MemorySetItem]:
@@ -165,7 +168,11 @@ class StoredMemorySet(MemorySet):
         self, query: str, limit: int = 10, filters: Mapping[str, Any] | None = None
     ) -> list[MemorySetItem]:
         conditions = search_conditions(filters)
-        return self._accessed(self._core.search(self._key, self.name, query, limit, conditions))
+        found = self._core.search(self._key, self.name, query, limit, conditions)
+        observer = self._view.owner.observer
+        if observer is not None:
+            observer.long_term_memory_searched()
+        return self._accessed(found)
 
     def delete(self, ids: str | Sequence[str] | None = None) -> None:
         self._core.delete(self._key, self.name, [ids] if isinstance(ids, str) else ids)

@@ -17,6 +17,7 @@ after the input ends).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,13 +29,18 @@ from flink_agents._shipping import ShippedByName, import_lock
 from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._event_log import CallbackSink, EventLog
 from flink_agents.runtime._journal import ActionJournal
+from flink_agents.runtime._long_term import subtask_directory
+from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import open_action_log
+from flink_agents.runtime.flink._metrics import FlinkMetricsMirror
 
 DRAIN_TIMESTAMP = 2**62
 ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
 MEMORY_TAG = OutputTag("agent-memory", Types.PICKLED_BYTE_ARRAY())
+EVENT_LOG_TAG = OutputTag("agent-event-log", Types.STRING())
 
 
 class RejectedInput:
@@ -91,12 +97,36 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             )
         with import_lock:  # binding imports the plan's modules
             bound = bind_plan(plan_from_json(self._plan_json))
+        subtask = _subtask_index(runtime_context)
+        metrics = AgentMetrics()
+        self._mirror = FlinkMetricsMirror(metrics, runtime_context.get_metrics_group())
+        event_log = EventLog(None, "off")
+        self._event_lines: deque[str] | None = None
+        if options.event_log_level != "off" and options.event_log_output == "stream":
+            self._event_lines = deque()
+            event_log = EventLog(
+                CallbackSink(self._event_lines.append),
+                options.event_log_level,
+                job=self._job_id,
+                max_payload_chars=options.event_log_max_payload_chars,
+            )
+        elif options.event_log_level != "off":
+            event_log = EventLog.to_directory(
+                options.event_log_directory() / f"subtask-{subtask}",
+                options.event_log_level,
+                job=self._job_id,
+                max_payload_chars=options.event_log_max_payload_chars,
+                max_bytes=options.event_log_max_file_bytes,
+                backup_count=options.event_log_max_files,
+            )
         engine = RunEngine(
             bound,
             options,
             journal=journal,
+            metrics=metrics,
+            event_log=event_log,
             # An embedded vector store is locked by one process: one directory per subtask.
-            long_term_subdirectory=f"subtask-{_subtask_index(runtime_context)}",
+            long_term_subdirectory=subtask_directory(subtask),
             job_id=self._job_id,
         )
         self._driver = KeyDriver(engine, errors=ERROR_TAG, snapshots=MEMORY_TAG)
@@ -105,25 +135,41 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
 
     def close(self) -> None:
         if self._driver is not None:
-            self._driver.engine.close()  # the journal and its log too
+            try:
+                self._mirror.flush()  # the last counts reach Flink's metrics
+            finally:
+                self._driver.engine.close()  # the journal and its log too
 
     def process_element(
         self, keyed: tuple[Any, Any], ctx: KeyedProcessFunction.Context
     ) -> Iterator[Any]:
         key = keyed[0]
         kind = type(key)
+        self._mirror.maybe_flush()
         if (kind is str and key == REJECTED_STRING_KEY) or kind is RejectedInput:
+            self._driver.metrics.input_rejected()
             return iter(((ERROR_TAG, keyed[1]),))  # a record whose key could not be taken
         self._timers.service = ctx.timer_service()
         # (key, record): the builder took the key before keying.
-        return self._driver.on_record(key, keyed[1], self._state, self._timers)
+        emitted = self._driver.on_record(key, keyed[1], self._state, self._timers)
+        return emitted if self._event_lines is None else self._with_event_log(emitted)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
         self._timers.service = ctx.timer_service()
+        self._mirror.maybe_flush()
         key = ctx.get_current_key()
         if ctx.time_domain() == TimeDomain.EVENT_TIME and timestamp >= DRAIN_TIMESTAMP:
-            return self._driver.on_end_of_input(key, self._state, self._timers)
-        return self._driver.on_timer(key, self._state, self._timers)
+            emitted = self._driver.on_end_of_input(key, self._state, self._timers)
+        else:
+            emitted = self._driver.on_timer(key, self._state, self._timers)
+        return emitted if self._event_lines is None else self._with_event_log(emitted)
+
+    def _with_event_log(self, emitted: Iterator[Any]) -> Iterator[Any]:
+        """The driver's emissions, then the event-log lines they wrote (side output)."""
+        yield from emitted
+        lines = self._event_lines
+        while lines:
+            yield EVENT_LOG_TAG, lines.popleft()
 
 
 class _FlinkKeyState:

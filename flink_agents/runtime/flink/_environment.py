@@ -12,6 +12,7 @@ from typing import Any
 
 from pyflink.common import Types
 from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
+from pyflink.table import StreamTableEnvironment, Table
 
 from flink_agents._shipping import ShippedByName, ShippedFunction
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
@@ -22,6 +23,7 @@ from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, RejectedRecord, rejected, take_key
 from flink_agents.runtime.flink._dispatcher import (
     ERROR_TAG,
+    EVENT_LOG_TAG,
     MEMORY_TAG,
     REJECTED_STRING_KEY,
     AgentDispatcher,
@@ -29,6 +31,7 @@ from flink_agents.runtime.flink._dispatcher import (
 )
 from flink_agents.runtime.flink._logging import silence_secret_loggers
 from flink_agents.runtime.flink._quiet import hide_beam_shutdown_noise
+from flink_agents.runtime.flink._table import output_shape, output_table, table_records
 
 REJECTED_TAG = OutputTag("agent-rejected", Types.PICKLED_BYTE_ARRAY())
 EXECUTION_MODE = "python.execution-mode"
@@ -43,12 +46,23 @@ class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
 
     Args:
         env: the job's ``StreamExecutionEnvironment``.
+        t_env: a ``StreamTableEnvironment`` created over ``env``, for ``from_table`` and
+            ``to_table``; by default the one of the first table given to ``from_table``,
+            else one created over ``env`` when first needed (``self.t_env``).
         **options: agent options (``num_async_threads=32``, ``error_policy="error-output"``,
             ...), over those in ``$FLINK_CONF_DIR/config.yaml`` under ``agent:``.
     """
 
-    def __init__(self, env: StreamExecutionEnvironment, **options: Any) -> None:
+    def __init__(
+        self,
+        env: StreamExecutionEnvironment,
+        t_env: StreamTableEnvironment | None = None,
+        **options: Any,
+    ) -> None:
         self.env = env
+        self._t_env: StreamTableEnvironment | None = None
+        if t_env is not None:
+            self._use_t_env(t_env, "get_execution_environment's t_env")
         self.options: AgentOptions = load_options(options)
         env.set_python_executable(sys.executable)
         configure_python_workers(env)
@@ -74,6 +88,46 @@ class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
         name, or None for one key). ``key_type`` is the keys' Flink type (pickled by default;
         ``Types.STRING()`` is faster for string keys)."""
         return FlinkAgentBuilder(self, stream, key_selector, key_type)
+
+    def from_table(
+        self, table: Table, key_selector: KeySelector = None, key_type: Any = None
+    ) -> FlinkAgentBuilder:
+        """Run agents over an insert-only ``table``'s rows, each a dict of column -> value
+        (nested rows as dicts), partitioned by ``key_selector`` (a function of the dict, a
+        column name, or None for one key); ``key_type`` as for ``from_datastream``."""
+        if not isinstance(table, Table):
+            raise FlinkAgentsError(f"from_table takes a pyflink Table, got {type(table).__name__}")
+        t_env = self._use_t_env(table._t_env, "the table's environment")
+        return FlinkAgentBuilder(self, table_records(t_env, table), key_selector, key_type)
+
+    @property
+    def t_env(self) -> StreamTableEnvironment:
+        """The table environment of ``from_table`` and ``to_table`` (see the class)."""
+        if self._t_env is None:
+            self._t_env = StreamTableEnvironment.create(self.env)
+        return self._t_env
+
+    def _use_t_env(self, t_env: Any, what: str) -> StreamTableEnvironment:
+        """``t_env``, checked to be a ``StreamTableEnvironment`` over this job's ``env`` and
+        the one already in use, if any; the one in use from now on."""
+        if not isinstance(t_env, StreamTableEnvironment):
+            raise FlinkAgentsError(
+                f"{what} must be a StreamTableEnvironment created over the job's environment "
+                f"(StreamTableEnvironment.create(env)), got {type(t_env).__name__}"
+            )
+        if not t_env._j_tenv.execEnv().equals(self.env._j_stream_execution_environment):
+            raise FlinkAgentsError(
+                f"{what} was created over another StreamExecutionEnvironment than the one "
+                "given to get_execution_environment: create it with "
+                "StreamTableEnvironment.create(env) from the same env"
+            )
+        if self._t_env is not None and not self._t_env._j_tenv.equals(t_env._j_tenv):
+            raise FlinkAgentsError(
+                f"{what} is not the table environment already in use by this job's agents; "
+                "use one StreamTableEnvironment (pass it to get_execution_environment)"
+            )
+        self._t_env = t_env
+        return t_env
 
     def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
         """A bounded input from Python objects (any picklable records)."""
@@ -105,6 +159,7 @@ class FlinkAgentBuilder(AgentBuilder):
         self._plan: AgentPlan | None = None
         self._output: DataStream | None = None
         self._errors: DataStream | None = None
+        self._errors_taken = False
         self._memory: DataStream | None = None
 
     def apply(self, agent: Any) -> FlinkAgentBuilder:
@@ -155,15 +210,62 @@ class FlinkAgentBuilder(AgentBuilder):
                 self._errors = self._errors.union(keyed.get_side_output(REJECTED_TAG))
             if self._environment.options.memory_snapshots:
                 self._memory = self._output.get_side_output(MEMORY_TAG)
+            options = self._environment.options
+            if options.event_log_level != "off" and options.event_log_output == "stream":
+                self._event_log = self._output.get_side_output(EVENT_LOG_TAG)
         return self._output
+
+    def event_log_stream(self) -> DataStream:
+        """With ``event-log-level`` set and ``event-log-output: stream``: the event log as
+        JSON lines (``docs/observability.md``), to sink anywhere."""
+        self.to_datastream()
+        if getattr(self, "_event_log", None) is None:
+            raise FlinkAgentsError(
+                "the event log is not a stream: pass event_log_level='standard' (or "
+                "'verbose') and event_log_output='stream'"
+            )
+        return self._event_log
 
     def error_stream(self) -> DataStream:
         """Input whose key could not be taken (``kind: rejected``, with ``reason`` and
         ``input``) and runs that failed under the ``error-output`` (or exhausted ``retry``)
         policy (``kind: failed_run``, with ``key``, ``input``, ``run_sequence``, ``action``,
-        ``error``, ``attempts``): dicts, the same as the local runner's."""
+        ``error``, ``attempts``): dicts, the same as the local runner's. After ``to_table``,
+        also outputs that did not fit the table's schema (``kind: rejected_output``, with
+        ``reason`` and ``output``)."""
         self.to_datastream()
+        self._errors_taken = True
         return self._errors
+
+    def to_table(self, schema: Any = None, output_type: Any = None) -> Table:
+        """The agent's outputs as a ``Table``: each ``OutputEvent`` payload becomes one row
+        of the declared schema, and a payload that does not fit it goes to
+        ``error_stream()`` as a ``rejected_output`` record, with the reason.
+
+        Args:
+            schema: the rows' schema: a pydantic model class (its fields are the columns;
+                ``X | None`` fields are nullable), ``DataTypes.ROW([...])``,
+                ``Types.ROW_NAMED([...], [...])``, or a ``Schema`` (its physical columns are
+                the row's; computed columns, metadata and watermarks apply).
+            output_type: with a ``Schema`` (or alone), the rows' type as a ``RowTypeInfo``,
+                as Apache Flink Agents' ``to_table(schema, output_type)`` takes it.
+
+        Call it before ``error_stream()``, which then includes the rejected outputs.
+        """
+        if self._errors_taken:
+            raise FlinkAgentsError(
+                "call to_table() before error_stream(): outputs that do not fit the table's "
+                "schema join the error stream, which is already handed out"
+            )
+        outputs = self.to_datastream()
+        t_env = self._environment.t_env
+        shape = output_shape(schema, output_type, t_env)
+        name = f"agent-rows:{self._plan.name}"
+        table, rejected = output_table(
+            outputs, shape, t_env, name, self._environment.unique_uid(name)
+        )
+        self._errors = self._errors.union(rejected)
+        return table
 
     def memory_stream(self) -> DataStream:
         """With the ``memory_snapshots`` option: after every run, a dict with ``key``,

@@ -36,7 +36,7 @@ OPERATOR = "flink_taskmanager_job_task_operator_"
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -56,12 +56,14 @@ def scrape(port: int) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
-def ours(samples: list[tuple[str, dict[str, str], float]]) -> dict[str, float]:
+def ours(
+    samples: list[tuple[str, dict[str, str], float]], operator: str = "metered"
+) -> dict[str, float]:
     """Our operator's samples by name without the scope prefix, with key-value labels
     (action, function, model) written back into the name as Flink's dotted path."""
     found = {}
     for name, labels, value in samples:
-        if labels.get("operator_name") != "metered" or not name.startswith(OPERATOR):
+        if labels.get("operator_name") != operator or not name.startswith(OPERATOR):
             continue
         short = name[len(OPERATOR) :]
         for key in ("action", "function", "model"):
@@ -93,7 +95,7 @@ EXPECTED = {
 }
 
 
-def _child_environment() -> dict[str, str]:
+def child_environment() -> dict[str, str]:
     """This environment without what an earlier in-process job left behind (the worker's
     ``FLINK_*`` / ``PYFLINK_*`` variables), plus the reporter's jar on the class path."""
     environment = {
@@ -107,7 +109,7 @@ def _child_environment() -> dict[str, str]:
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_prometheus_reporter_serves_the_agent_metrics(mode, tmp_path):
-    port = _free_port()
+    port = free_port()
     release = tmp_path / "release"
     job = subprocess.Popen(
         [
@@ -122,7 +124,7 @@ def test_prometheus_reporter_serves_the_agent_metrics(mode, tmp_path):
             mode,
         ],
         cwd=REPO,
-        env=_child_environment(),
+        env=child_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -1,0 +1,233 @@
+"""Loading documents into a knowledge set where jobs will read it (``flink-agents knowledge``).
+
+The store is found exactly as runners find it (``store_location``): ``long-term-memory-store``
+if set (a Qdrant server URL, or a directory), else ``<data-dir>/vector-store``, with the
+options read from Flink's ``config.yaml`` and overridden in code.
+
+**Which embedded directories.** A runner on the embedded store (qdrant-edge) opens a
+directory no other process may have open. The local runner (``flink-agents run``,
+``AgentsExecutionEnvironment.get_execution_environment()``) opens the store directory itself;
+each Flink subtask opens ``subtask-<i>`` under it, so that every Python worker has its own.
+So a load writes the store directory *and* ``subtask-0`` .. ``subtask-<n-1>`` (``subtasks``,
+default 1): what the local runner and a job of parallelism ``n`` read. Knowledge is read-only
+for the job, so each subtask reading its own copy answers the same. A job that runs with
+more subtasks than were loaded finds the set missing in the extra ones; a Qdrant server
+(one copy, shared) has none of these limits. The layout is the runtime's, not the user's:
+this module follows ``subtask_directory``, the one place it is defined.
+
+A load takes the embedded store's directory lock, so it cannot run while a job or a local
+run has that store open (``StoreLockedError``): load first, then start the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api._knowledge import KnowledgeSetItem
+from flink_agents.api._long_term import MemorySetNotFoundError
+from flink_agents.memory.long_term import (
+    DocumentFileError,
+    VectorKnowledge,
+    documents_from,
+    load_documents,
+    read_documents,
+)
+from flink_agents.memory.long_term._loader import DEFAULT_BATCH_SIZE
+from flink_agents.runtime._long_term import open_store, store_location, subtask_directory
+from flink_agents.runtime._options import AgentOptions, load_options
+
+__all__ = [
+    "DocumentFileError",
+    "KnowledgeLoadReport",
+    "knowledge_stores",
+    "load_knowledge",
+    "search_knowledge",
+]
+
+
+@dataclass
+class KnowledgeLoadReport:
+    """What ``load_knowledge`` did.
+
+    Attributes:
+        set_name: the knowledge set.
+        source: the file, or ``documents`` for documents given in code.
+        documents: how many distinct documents were given.
+        added: documents that were new to the set.
+        updated: documents whose id was stored with another content (rewritten in place).
+        unchanged: documents already stored as given (not embedded again).
+        stores: every store written, a URL or a directory.
+        elapsed: seconds taken.
+    """
+
+    set_name: str
+    source: str
+    documents: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    stores: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    def summary(self) -> str:
+        """One line for people: what was loaded where."""
+        return (
+            f"knowledge set {self.set_name!r}: {self.documents} documents from {self.source} "
+            f"({self.added} added, {self.updated} updated, {self.unchanged} unchanged) in "
+            f"{self.elapsed:.1f}s; store: {', '.join(self.stores)}"
+        )
+
+
+def knowledge_stores(options: AgentOptions, subtasks: int = 1) -> list[str]:
+    """The stores a load writes for these options: a server URL alone, or the embedded store
+    directory followed by the directories of Flink subtasks ``0 .. subtasks-1``."""
+    if subtasks < 0:
+        raise ValueError(f"subtasks must be >= 0, got {subtasks}")
+    root = store_location(options)
+    if root.startswith(("http://", "https://", ":memory:")):
+        return [root]
+    subdirectories = [subtask_directory(i) for i in range(subtasks)]
+    return [str(Path(store_location(options, d)).resolve()) for d in [None, *subdirectories]]
+
+
+def load_knowledge(
+    set_name: str,
+    source: str | os.PathLike[str] | Iterable[Any],
+    *,
+    options: AgentOptions | Mapping[str, Any] | None = None,
+    embedding_model: BaseEmbeddingModel | None = None,
+    subtasks: int = 1,
+    id_field: str = "id",
+    text_field: str = "text",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: bool = False,
+) -> KnowledgeLoadReport:
+    """Load documents into knowledge set ``set_name``, with embeddings, idempotently.
+
+    Each document is a JSON object with a ``text`` string (embedded and searched) and an
+    ``id`` (a string or an integer); other fields are kept. Without an ``id``, a hash of the
+    document is its id. Loading the same documents again adds nothing (unchanged documents
+    are not even embedded again); a document whose id is known but whose content changed is
+    rewritten in place. Documents missing from a later load are left in the set (delete the
+    set first for a clean reload: ``ctx.knowledge.delete_knowledge_set`` or
+    ``VectorKnowledge``).
+
+    Every document is checked before anything is written: one bad line loads nothing.
+
+    Args:
+        set_name: the knowledge set (created if missing), as ``ContextRetrievalRequestEvent``
+            and ``ctx.knowledge`` name it.
+        source: a JSON-lines file (one document per line), or documents in code (dicts, or
+            plain strings, which are their own text).
+        options: agent options or their overrides (``{"data-dir": ...}``,
+            ``{"long-term-memory-store": ...}``), over Flink's ``config.yaml`` as runners read
+            it; None: ``config.yaml`` and the defaults.
+        embedding_model: the model the job's long-term memory uses; None: the offline
+            MiniLM model (the runners' default).
+        subtasks: Flink subtasks whose embedded directories to load too (see the module
+            docstring); ignored for a Qdrant server.
+        id_field: the field holding a document's id.
+        text_field: the field holding a document's text.
+        batch_size: documents embedded and written at a time.
+        progress: show a progress bar on standard error.
+
+    Raises:
+        OSError: the file cannot be read.
+        DocumentFileError: bad documents, each named by file and line (nothing was loaded).
+        StoreLockedError: an embedded store is open in another process (a running job).
+        FlinkAgentsError: invalid options; a store made for another embedding model.
+    """
+    if not isinstance(set_name, str) or not set_name:
+        raise ValueError(f"a knowledge set name is a non-empty str, got {set_name!r}")
+    started = time.perf_counter()
+    if isinstance(source, str | os.PathLike):
+        where = str(source)
+        documents = read_documents(Path(source), id_field=id_field, text_field=text_field)
+    else:
+        where = "documents"
+        documents = documents_from(source, id_field=id_field, text_field=text_field)
+    if not isinstance(options, AgentOptions):
+        options = load_options(dict(options or {}))
+    embedding = embedding_model or _default_embedding(options)
+    report = KnowledgeLoadReport(set_name, where, documents=len(documents))
+    report.stores = knowledge_stores(options, subtasks)
+    with contextlib.ExitStack() as opened:
+        targets = []
+        for location in report.stores:
+            store = opened.enter_context(open_store(location))
+            targets.append(VectorKnowledge(store, embedding))
+        with _progress_bar(progress, set_name, len(documents)) as advance:
+            counts = load_documents(
+                targets, set_name, documents, batch_size=batch_size, on_progress=advance
+            )
+    report.added, report.updated, report.unchanged = counts.added, counts.updated, counts.unchanged
+    report.elapsed = time.perf_counter() - started
+    return report
+
+
+def search_knowledge(
+    set_name: str,
+    query: str,
+    limit: int = 3,
+    *,
+    options: AgentOptions | Mapping[str, Any] | None = None,
+    embedding_model: BaseEmbeddingModel | None = None,
+) -> list[KnowledgeSetItem]:
+    """The ``limit`` documents of a knowledge set closest to ``query``, with their scores, as
+    the local runner's ``ContextRetrievalRequestEvent`` would find them (to check a load).
+
+    Raises:
+        MemorySetNotFoundError: no such set in that store.
+        StoreLockedError: the embedded store is open in another process.
+    """
+    if not isinstance(options, AgentOptions):
+        options = load_options(dict(options or {}))
+    embedding = embedding_model or _default_embedding(options)
+    location = store_location(options)
+    with open_store(location) as store:
+        knowledge = VectorKnowledge(store, embedding)
+        try:
+            found = knowledge.get_knowledge_set(set_name)
+        except MemorySetNotFoundError:
+            raise MemorySetNotFoundError(f"no knowledge set {set_name!r} in {location}") from None
+        return found.search(query, limit)
+
+
+def _default_embedding(options: AgentOptions) -> BaseEmbeddingModel:
+    if options.long_term_memory_embedding:
+        raise FlinkAgentsError(
+            f"the agent option long-term-memory-embedding names the resource "
+            f"{options.long_term_memory_embedding!r}: pass that model as embedding_model= "
+            "(the command line loads with the offline MiniLM model only)"
+        )
+    from flink_agents.integrations.embeddings import LocalEmbeddingModel
+
+    return LocalEmbeddingModel()
+
+
+@contextlib.contextmanager
+def _progress_bar(show: bool, set_name: str, total: int) -> Iterator[Any]:
+    """A callback advancing a rich progress bar on standard error (or doing nothing)."""
+    if not show:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    columns = (
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task(f"loading {set_name}", total=total)
+        yield lambda done: bar.advance(task, done)
