@@ -119,6 +119,8 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
                 max_bytes=options.event_log_max_file_bytes,
                 backup_count=options.event_log_max_files,
             )
+        # Most jobs (thread mode, no event-log stream) hand the driver's emissions on as they are.
+        self._plain = self._event_lines is None and self._mirror.thread_mode
         engine = RunEngine(
             bound,
             options,
@@ -152,7 +154,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._timers.service = ctx.timer_service()
         # (key, record): the builder took the key before keying.
         emitted = self._driver.on_record(key, keyed[1], self._state, self._timers)
-        return emitted if self._event_lines is None else self._with_event_log(emitted)
+        return emitted if self._plain else self._finished(emitted)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
         self._timers.service = ctx.timer_service()
@@ -162,14 +164,19 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             emitted = self._driver.on_end_of_input(key, self._state, self._timers)
         else:
             emitted = self._driver.on_timer(key, self._state, self._timers)
-        return emitted if self._event_lines is None else self._with_event_log(emitted)
+        return emitted if self._plain else self._finished(emitted)
 
-    def _with_event_log(self, emitted: Iterator[Any]) -> Iterator[Any]:
-        """The driver's emissions, then the event-log lines they wrote (side output)."""
+    def _finished(self, emitted: Iterator[Any]) -> Iterator[Any]:
+        """The driver's emissions, then the event-log lines they wrote (side output); in
+        process mode, a metrics flush when one is due: PyFlink reports a bundle's metric
+        updates when the bundle ends, so updates made at the end of a callback are not held
+        back by the next callback's bundle."""
         yield from emitted
         lines = self._event_lines
         while lines:
             yield EVENT_LOG_TAG, lines.popleft()
+        if not self._mirror.thread_mode:
+            self._mirror.maybe_flush()
 
 
 class _FlinkKeyState:

@@ -31,11 +31,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", required=True)
     parser.add_argument("--release-file", required=True)
+    parser.add_argument("--mode", choices=("thread", "process"), default="thread")
     args = parser.parse_args(argv)
     os.environ[RELEASE_FILE] = args.release_file
     configuration = Configuration()
     configuration.set_string("metrics.reporter.prom.factory.class", PROMETHEUS_FACTORY)
     configuration.set_string("metrics.reporter.prom.port", args.port)
+    configuration.set_string("python.execution-mode", args.mode)
+    if args.mode == "process":
+        # A bundle's metrics reach Flink when it ends; the sentinel's never does until the
+        # test releases it, so each record is a bundle of its own.
+        configuration.set_string("python.fn-execution.bundle.size", "1")
     env = StreamExecutionEnvironment.get_execution_environment(configuration)
     env.set_python_executable(sys.executable)
     configure_python_workers(env)

@@ -1,5 +1,5 @@
-"""The agent dispatcher's built-in and custom metrics on MiniCluster (thread mode, the
-default), scraped from Flink's Prometheus reporter while the job runs: the same values as
+"""The agent dispatcher's built-in and custom metrics on MiniCluster (in both execution
+modes), scraped from Flink's Prometheus reporter while the job runs: the same values as
 the local runner counts for the same runs (tests/runtime/test_observability.py)."""
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ EXPECTED = {
 }
 
 
-def test_prometheus_serves_the_dispatchers_metrics(tmp_path):
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_prometheus_serves_the_dispatchers_metrics(mode, tmp_path):
     port = free_port()
     release = tmp_path / "release"
     job = subprocess.Popen(
@@ -50,6 +51,8 @@ def test_prometheus_serves_the_dispatchers_metrics(tmp_path):
             str(port),
             "--release-file",
             str(release),
+            "--mode",
+            mode,
         ],
         cwd=REPO,
         env=child_environment(),
