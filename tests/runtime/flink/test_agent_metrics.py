@@ -4,20 +4,9 @@ the local runner counts for the same runs (tests/runtime/test_observability.py).
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-import sys
-import time
-
 import pytest
 
-from tests.runtime.flink.test_metrics_reporter import (
-    REPO,
-    child_environment,
-    free_port,
-    ours,
-    scrape,
-)
+from tests.runtime.flink.test_metrics_reporter import scrape_while_running
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
@@ -40,43 +29,9 @@ EXPECTED = {
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_prometheus_serves_the_dispatchers_metrics(mode, tmp_path):
-    port = free_port()
-    release = tmp_path / "release"
-    job = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.runtime.flink.agent_metrics_job",
-            "--port",
-            str(port),
-            "--release-file",
-            str(release),
-            "--mode",
-            mode,
-        ],
-        cwd=REPO,
-        env=child_environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    found = scrape_while_running(
+        "tests.runtime.flink.agent_metrics_job", mode, tmp_path, "agent:HeldAgent", EXPECTED
     )
-    found: dict[str, float] = {}
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and job.poll() is None:
-            with contextlib.suppress(OSError):
-                found = ours(scrape(port), "agent:HeldAgent")
-            if all(found.get(name) == value for name, value in EXPECTED.items()):
-                break
-            time.sleep(0.5)
-    finally:
-        release.touch()
-        try:
-            output, _ = job.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            output, _ = job.communicate()
-    assert job.returncode == 0, output[-4000:]
     assert {name: found.get(name) for name in EXPECTED} == EXPECTED, sorted(found)
     assert found["numOfParkedRuns"] == 0
     [calls] = [v for k, v in found.items() if k.startswith("function.") and k.endswith("Calls")]

@@ -107,15 +107,19 @@ def child_environment() -> dict[str, str]:
     return environment
 
 
-@pytest.mark.parametrize("mode", ["thread", "process"])
-def test_prometheus_reporter_serves_the_agent_metrics(mode, tmp_path):
+def scrape_while_running(
+    job_module: str, mode: str, tmp_path: Path, operator: str, expected: dict[str, float]
+) -> dict[str, float]:
+    """Run ``python -m job_module`` (a job holding its last record until released) with the
+    Prometheus reporter on a free port, scrape ``operator``'s samples until they show
+    ``expected`` (or three minutes pass), release the job and check it ended well."""
     port = free_port()
     release = tmp_path / "release"
     job = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "tests.runtime.flink.metrics_job",
+            job_module,
             "--port",
             str(port),
             "--release-file",
@@ -134,8 +138,8 @@ def test_prometheus_reporter_serves_the_agent_metrics(mode, tmp_path):
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and job.poll() is None:
             with contextlib.suppress(OSError):  # the reporter is not up yet
-                found = ours(scrape(port))
-            if all(found.get(name) == value for name, value in EXPECTED.items()):
+                found = ours(scrape(port), operator)
+            if all(found.get(name) == value for name, value in expected.items()):
                 break
             time.sleep(0.5)
     finally:
@@ -146,6 +150,14 @@ def test_prometheus_reporter_serves_the_agent_metrics(mode, tmp_path):
             job.kill()
             output, _ = job.communicate()
     assert job.returncode == 0, output[-4000:]
+    return found
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_prometheus_reporter_serves_the_agent_metrics(mode, tmp_path):
+    found = scrape_while_running(
+        "tests.runtime.flink.metrics_job", mode, tmp_path, "metered", EXPECTED
+    )
     assert {name: found.get(name) for name in EXPECTED} == EXPECTED
     # The meters are Flink's MeterViews fed by the counters' deltas.
     assert "numOfEventProcessedPerSec" in found
