@@ -233,11 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if not args.no_passthrough:
         jobs.append((PASSTHROUGH, lambda: passthrough_job(n, config)))
-    jobs += [
-        (RAW, lambda: raw_job(n, config)),
+    agents_jobs: list[tuple[str, Callable[[], Timing]]] = [
         (AGENT, lambda: agent_job(n, config)),
         (AGENT_NO_LOG, lambda: agent_job(n, config, action_log="none")),
     ]
+    jobs += [(RAW, lambda: raw_job(n, config))]
 
     postgres = None
     if args.postgres:
@@ -245,11 +245,16 @@ def main(argv: list[str] | None = None) -> int:
 
         postgres = PostgresServer().start()
         url = postgres.create_database()
-        jobs.append((AGENT_PG, lambda: agent_job(n, config, action_log=url)))
+        agents_jobs.append((AGENT_PG, lambda: agent_job(n, config, action_log=url)))
+    jobs += agents_jobs
     try:
         runs: dict[str, list[Timing]] = {}
         for round_ in range(max(1, args.repeat)):
-            for name, job in jobs:
+            # The agent jobs run in reverse order every other round (use an even --repeat),
+            # so that neither always runs right after the raw job: a job's place in the
+            # round can move its time by a few percent on this machine.
+            order = jobs if round_ % 2 == 0 else jobs[:-len(agents_jobs)] + agents_jobs[::-1]
+            for name, job in order:
                 t = job()
                 print(
                     f"  round {round_ + 1}: {name}: {t.wall:.2f} s wall, "
