@@ -230,8 +230,11 @@ class MetricNode(MetricGroup):
         return self._get(name, lambda: WindowMeter(source=counter))
 
     def gauge_of(self, name: str, source: Callable[[], float]) -> ValueGauge:
-        """A gauge whose value is ``source()`` (called by readers, on their thread)."""
-        return self._get(name, lambda: ValueGauge(source))
+        """A gauge whose value is ``source()`` (called by readers, on their thread); an
+        existing one reads the new ``source`` from now on (a restored runner's new driver)."""
+        gauge = self._get(name, lambda: ValueGauge(source))
+        gauge._source = source
+        return gauge
 
     def histogram(self, name: str, window_size: int = 1000) -> WindowHistogram:
         return self._get(name, lambda: WindowHistogram(window_size))

@@ -161,3 +161,11 @@ def test_secrets_never_reach_the_event_log(tmp_path, monkeypatch):
 def test_the_event_log_is_off_by_default(tmp_path):
     run(tmp_path)
     assert not (tmp_path / "event-log").exists()
+
+
+def test_the_gauges_follow_the_driver_of_a_restored_runner():
+    runner = LocalRunner(ObservedAgent)
+    checkpoint = runner.snapshot()
+    runner.restore(checkpoint)  # a new driver over the same engine and metrics
+    runner.driver.parked["k"] = None  # stands for a parked run of the new driver
+    assert runner.metrics.snapshot()["numOfParkedRuns"] == 1
