@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
+from functools import partial
 from typing import Any, TypeVar
 
 from flink_agents.api._context import RunnerContext
@@ -169,7 +170,8 @@ class ActionContext(RunnerContext):
         if recorder is None:
             if metrics is None:
                 return function(*args, **kwargs)
-            return metrics.timed_call(function_id(function), function, *args, **kwargs)
+            # The user's arguments bound first: their names cannot clash with timed_call's.
+            return metrics.timed_call(function_id(function), partial(function, *args, **kwargs))
         slot = recorder.begin(function, args, kwargs)
         self.last_call_replayed = slot.recorded is not None
         if slot.recorded is not None:
@@ -272,9 +274,9 @@ class _DurableCall:
             name = slot.function
         if metrics is None:
             future = submit(function, *args, **(self._kwargs if slot is None else {}))
-        else:
+        else:  # the user's arguments bound first: their names cannot clash with timed_call's
             kwargs = self._kwargs if slot is None else {}
-            future = submit(metrics.timed_call, name, function, *args, **kwargs)
+            future = submit(metrics.timed_call, name, partial(function, *args, **kwargs))
         return (yield future)
 
 

@@ -68,3 +68,18 @@ class HeldAgent(ObservedAgent):
             while not os.path.exists(os.environ[RELEASE_FILE]) and time.monotonic() < deadline:
                 time.sleep(0.05)
             ctx.send_event(OutputEvent(output="released"))
+
+
+def named(function_name: str, name: str) -> str:
+    return f"{function_name}/{name}"
+
+
+class NamedCalls(Agent):
+    """Durable calls whose keyword arguments share names with the runtime's own helpers."""
+
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        sync = ctx.durable_execute(named, function_name="f", name="n")
+        later = await ctx.durable_execute_async(named, function_name="g", name="m")
+        ctx.send_event(OutputEvent(output=[sync, later]))

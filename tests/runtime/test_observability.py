@@ -11,7 +11,7 @@ import pytest
 from flink_agents.api import AgentsExecutionEnvironment, FlinkAgentsError
 from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
 from flink_agents.runtime._context import ActionContext
-from tests.runtime.observed_agents import ATTEMPTS, ObservedAgent
+from tests.runtime.observed_agents import ATTEMPTS, NamedCalls, ObservedAgent
 
 SECRET = "sk-observed-secret-4242"
 
@@ -169,3 +169,11 @@ def test_the_gauges_follow_the_driver_of_a_restored_runner():
     runner.restore(checkpoint)  # a new driver over the same engine and metrics
     runner.driver.parked["k"] = None  # stands for a parked run of the new driver
     assert runner.metrics.snapshot()["numOfParkedRuns"] == 1
+
+
+def test_a_durable_calls_arguments_may_have_any_names():
+    for log in ("none", "memory://"):
+        options = AgentOptions(action_log=log)
+        runner = LocalRunner(NamedCalls, options=options, journal=local_journal(options))
+        assert runner.run("k", 1) == [["f/n", "g/m"]]
+        assert runner.metrics.snapshot()["numOfDurableCalls"] == 2
