@@ -29,8 +29,8 @@ from flink_agents.runtime.action_log import (
 EPILOG = """\
 Only actions that made a durable call or wrote outside Flink state (long-term memory,
 knowledge, external ids) are recorded; other actions leave no record. Records older than the
-job's action-log-retention-ms are pruned. Memory changes are the net change of each action:
-new values and removed paths, not the values they replaced.
+job's action-log-retention-ms are pruned. Memory changes are the net change of each action,
+with the value each replaced ("was"), when the record kept it.
 """
 
 VALUE_WIDTH = 160
@@ -143,13 +143,18 @@ def _add_action(tree: Tree, action: dict[str, Any]) -> None:
 
 def _change_text(change: dict[str, Any]) -> Text:
     path = change["path"] or "(root)"
+    was: Any = ""
+    if "old" in change:  # None: the path did not exist before (or held None)
+        old = change["old"]
+        was = ("  (new)" if old is None else f"  (was {_short(old)})", "dim")
     if change["op"] == "clear":
         return Text("clear", style="yellow")
     if change["op"] == "delete":
-        return Text.assemble(("delete ", "red"), path)
+        return Text.assemble(("delete ", "red"), path, was)
     if change["op"] == "object":
-        return Text.assemble(("object ", "green"), path, f" {{{', '.join(change['fields'])}}}")
-    return Text.assemble(("set ", "green"), path, f" = {_short(change['value'])}")
+        fields = f" {{{', '.join(change['fields'])}}}"
+        return Text.assemble(("object ", "green"), path, fields, was)
+    return Text.assemble(("set ", "green"), path, f" = {_short(change['value'])}", was)
 
 
 def _call_text(call: dict[str, Any]) -> Text:

@@ -501,8 +501,18 @@ class RunEngine:
             # job with nothing applied; a value the log cannot store is the action's fault.
             try:
                 calls = recorder.calls
+                sensory, short_term = context.maps
+                previous = (
+                    _previous_values(sensory_delta, sensory),
+                    _previous_values(short_term_delta, short_term),
+                )
                 self.journal.complete(
-                    recorder.identity, sensory_delta, short_term_delta, context.sent, calls
+                    recorder.identity,
+                    sensory_delta,
+                    short_term_delta,
+                    context.sent,
+                    calls,
+                    previous,
                 )
             except UnstorableValueError as error:
                 raise self._failure(run, action, error) from error
@@ -761,3 +771,12 @@ def _until_call(
         if "event loop" not in str(failure):
             raise
         raise FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS} (asyncio said: {failure})") from failure
+
+
+def _previous_values(delta: MemoryDelta, state: StateMap) -> dict[str, Any]:
+    """What the keys ``delta`` changes hold in ``state`` before it is applied (for the
+    action log's history of a key; read through the run's cache, and only for actions the
+    log records, which made a durable call)."""
+    if delta is NO_CHANGE or delta.is_empty():
+        return {}
+    return {key: state.get(key) for key in (*delta.puts, *delta.removals)}

@@ -356,8 +356,10 @@ class ActionJournal:
         short_term: MemoryDelta,
         events: Sequence[Event],
         calls: Sequence[DurableCall],
+        previous: tuple[dict[str, Any], dict[str, Any]] | None = None,
     ) -> None:
-        """Queue a completed action's record for the writer, encoded here.
+        """Queue a completed action's record for the writer, encoded here (``previous``:
+        what the changed keys held before, for the history; see ``ActionRecord``).
 
         It is written with others in one transaction, within ``batch_delay_ms`` (or at once
         when a batch is full); ``flush`` waits for it. When the writer is ``max_queued``
@@ -369,7 +371,7 @@ class ActionJournal:
         """
         self.check()
         record = ActionRecord(
-            identity, sensory, short_term, tuple(events), tuple(calls), self.clock()
+            identity, sensory, short_term, tuple(events), tuple(calls), self.clock(), previous
         )
         try:
             encoded = self.log.encode(record)

@@ -93,9 +93,9 @@ def remembered(step_calls: list[dict], short_term: list[dict], name: str) -> dic
         "status": "completed",
         "memory": {
             "short_term": short_term,
-            "sensory": [
-                {"op": "object", "path": "", "fields": ["found"]},
-                {"op": "set", "path": "found", "value": f"found {name}"},
+            "sensory": [  # new in every run: sensory memory is cleared between runs
+                {"op": "object", "path": "", "fields": ["found"], "old": None},
+                {"op": "set", "path": "found", "value": f"found {name}", "old": None},
             ],
         },
         "events": [{"type": "Noted", "fields": {"text": f"found {name}"}}],
@@ -114,11 +114,11 @@ ALICE_RUNS = [
         "actions": [
             remembered(
                 ANN_CALLS,
-                [
-                    {"op": "object", "path": "", "fields": ["profile"]},
-                    {"op": "object", "path": "profile", "fields": ["name", "city"]},
-                    {"op": "set", "path": "profile.name", "value": "ann"},
-                    {"op": "set", "path": "profile.city", "value": "Lyon"},
+                [  # "old": what each path held before (nothing, in the first run)
+                    {"op": "object", "path": "", "fields": ["profile"], "old": None},
+                    {"op": "object", "path": "profile", "fields": ["name", "city"], "old": None},
+                    {"op": "set", "path": "profile.name", "value": "ann", "old": None},
+                    {"op": "set", "path": "profile.city", "value": "Lyon", "old": None},
                 ],
                 "ann",
             )
@@ -130,8 +130,13 @@ ALICE_RUNS = [
             remembered(
                 ANN_CALLS,
                 [
-                    {"op": "delete", "path": "profile.city"},
-                    {"op": "object", "path": "profile", "fields": ["name"]},
+                    {"op": "delete", "path": "profile.city", "old": "Lyon"},
+                    {
+                        "op": "object",
+                        "path": "profile",
+                        "fields": ["name"],
+                        "old": {"fields": ["name", "city"]},
+                    },
                 ],
                 "ann",
             )
@@ -206,11 +211,12 @@ def test_tree_in_the_terminal(log_url: str) -> None:
     for expected in [
         "run 1",
         "short-term memory",
-        "object profile {name, city}",
-        'set profile.name = "ann"',
-        "delete profile.city",
+        "object profile {name, city}  (new)",
+        'set profile.name = "ann"  (new)',
+        'delete profile.city  (was "Lyon")',
+        'object profile {name}  (was {"fields": ["name", "city"]})',
         "sensory memory",
-        'set found = "found ann"',
+        'set found = "found ann"  (new)',
         "events sent",
         'Noted {"text": "found ann"}',
         "durable calls",

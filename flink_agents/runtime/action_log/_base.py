@@ -74,6 +74,10 @@ class ActionRecord:
     events: tuple[Event, ...]
     calls: tuple[DurableCall, ...]
     epoch: int
+    previous: tuple[dict[str, Any], dict[str, Any]] | None = None
+    """What the keys each delta touches held before the action (sensory, short-term; a
+    missing key as None), for ``flink-agents history``; None in records written before it
+    was kept. Replay does not use it."""
 
 
 @dataclass(frozen=True)
@@ -417,6 +421,12 @@ def encode_record(serializer: Serializer, record: ActionRecord) -> bytes:
     }
     if calls and any(call.duration_ms is not None for call in calls):
         body["call_ms"] = tuple(call.duration_ms for call in calls)
+    if record.previous is not None:
+        body["previous"] = record.previous
+        try:
+            return serializer.dumps((PAYLOAD_VERSION, body))
+        except Exception:  # a value only the history wanted: the record goes without it
+            del body["previous"]
     try:
         return serializer.dumps((PAYLOAD_VERSION, body))
     except Exception as error:
@@ -439,6 +449,7 @@ def decode_record(
         events=tuple(body["events"]),
         calls=tuple(map(_call_from, calls, durations)),
         epoch=epoch,
+        previous=body.get("previous"),
     )
 
 

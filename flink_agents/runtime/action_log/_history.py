@@ -59,6 +59,12 @@ class MemoryChange:
     path: str
     value: Any = None
     fields: tuple[str, ...] | None = None
+    old: Any = None
+    """What ``path`` held before: a value, ``{"fields": [...]}`` for an object, None when
+    it did not exist (or held None); only when ``old_known``."""
+    old_known: bool = False
+    """Whether the record kept what the action replaced (records written since the log
+    keeps it do)."""
 
 
 @dataclass(frozen=True)
@@ -146,21 +152,33 @@ def key_history(log: ActionLog, job: str, key: Any) -> KeyHistory:
     return KeyHistory(log.name, job, canonical, runs)
 
 
-def memory_changes(tier: str, delta: MemoryDelta) -> Iterator[MemoryChange]:
+def memory_changes(
+    tier: str, delta: MemoryDelta, previous: dict[str, Any] | None = None
+) -> Iterator[MemoryChange]:
     """``delta`` as the changes it applies, in the order it applies them: the clear, the
     removals (only the top of each removed subtree), then the writes, object markers shown
-    as the object's field list."""
+    as the object's field list; with ``previous`` (what the keys held before), each with
+    the value it replaced."""
+    known = previous is not None
+    before = previous or {}
+
+    def old(path: str) -> Any:
+        value = before.get(path)
+        return {"fields": list(value.fields)} if isinstance(value, ObjectMarker) else value
+
     if delta.cleared:
         yield MemoryChange(tier, "clear", "")
     removed = set(delta.removals)
     for path in sorted(removed):
         if not any(ancestor in removed for ancestor in _ancestors(path)):
-            yield MemoryChange(tier, "delete", path)
+            yield MemoryChange(tier, "delete", path, old=old(path), old_known=known)
     for path, value in delta.puts.items():
         if isinstance(value, ObjectMarker):
-            yield MemoryChange(tier, "object", path, fields=tuple(value.fields))
+            yield MemoryChange(
+                tier, "object", path, fields=tuple(value.fields), old=old(path), old_known=known
+            )
         else:
-            yield MemoryChange(tier, "set", path, value=value)
+            yield MemoryChange(tier, "set", path, value=value, old=old(path), old_known=known)
 
 
 def plain(value: Any) -> Any:
@@ -203,9 +221,10 @@ def _ancestors(path: str) -> Iterator[str]:
 
 
 def _record_entry(record: ActionRecord) -> ActionEntry:
+    sensory_before, short_term_before = record.previous or (None, None)
     changes = (
-        *memory_changes("short_term", record.short_term),
-        *memory_changes("sensory", record.sensory),
+        *memory_changes("short_term", record.short_term, short_term_before),
+        *memory_changes("sensory", record.sensory, sensory_before),
     )
     return ActionEntry(record.identity, True, record.epoch, changes, record.events, record.calls)
 
@@ -234,6 +253,8 @@ def _change_json(change: MemoryChange) -> dict[str, Any]:
         data["value"] = plain(change.value)
     elif change.op == "object":
         data["fields"] = list(change.fields or ())
+    if change.old_known:
+        data["old"] = plain(change.old)
     return data
 
 
