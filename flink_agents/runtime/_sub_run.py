@@ -95,6 +95,7 @@ class SubRuns:
             origin = f"{engine.journal.job}|{caller.key!r}|{sequence}|{step}|{run.namespace}"
             event = InputEvent(id=uuid.uuid5(uuid.NAMESPACE_OID, origin), input=record)
         engine.enqueue(run, event)
+        engine.metrics.event_processed()  # the sub-run's input event
         sensory = DictState()
         buffer = caller.short_term_buffer()
         short_term = buffer if share else PrefixedState(buffer, f"\x1fagent:{name}\x1f")
@@ -105,6 +106,11 @@ class SubRuns:
                 while not isinstance(outcome, StepResult):
                     await _Waiting(outcome.future)
                     outcome = engine.resume(run, outcome)
+                metrics = engine.metrics  # the caller's: a sub-agent's actions count there too
+                metrics.action_executed(outcome.action)
+                metrics.event_processed(len(outcome.events))
+                if outcome.replayed:
+                    metrics.action_replayed()
                 outputs.extend(outcome.outputs)
         except ActionLogError as error:  # the log's failure, not the action's
             caller.infrastructure_error = error

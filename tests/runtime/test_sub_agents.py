@@ -171,3 +171,14 @@ def test_sub_runs_of_many_keys_overlap_and_keep_their_order():
     assert len(outputs) == 9
     for key in ("a", "b", "c"):
         assert runner.short_term_memory(key) == {"last": f"facts about {key}2"}
+
+
+def test_a_sub_agents_actions_count_in_the_callers_metrics():
+    runner = LocalRunner(Coordinator)
+    runner.run("k", {"topic": "tides"})
+    metrics = runner.metrics.snapshot()
+    assert metrics["action.coordinate.numOfActionsExecuted"] == 1
+    assert metrics["action.research.numOfActionsExecuted"] == 1
+    assert metrics["action.report.numOfActionsExecuted"] == 1
+    assert metrics["numOfActionsExecuted"] == 3
+    assert metrics["numOfDurableCalls"] == 1
