@@ -285,10 +285,7 @@ class KeyDriver:
                         control.run = run
                         return
                     self.steps += 1
-                    metrics.action_executed(outcome.action)
-                    metrics.event_processed(len(outcome.events))
-                    if outcome.replayed:
-                        metrics.action_replayed()
+                    metrics.action_completed(outcome.action, len(outcome.events), outcome.replayed)
                     if logging_events:
                         self._log_action(run, outcome, started)
                     yield from outcome.outputs

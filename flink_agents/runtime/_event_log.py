@@ -32,7 +32,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flink_agents.runtime._options import AgentOptions
 
 REDACTED = "***"
 SCHEMA_VERSION = 1
@@ -359,3 +362,32 @@ def _describe(error: BaseException | str) -> str:
     if isinstance(error, str):
         return error
     return f"{type(error).__name__}: {error}"
+
+
+def configured_event_log(
+    options: AgentOptions,
+    subdirectory: str,
+    job: str,
+    stream: Callable[[str], None] | None = None,
+) -> EventLog:
+    """The event log ``options`` ask for: off; the lines handed to ``stream`` (a side
+    output) when one is given and ``event-log-output`` is ``stream``; else rolled files
+    under ``event-log-dir``/``subdirectory`` (one per runner, so no two share a file)."""
+    level = options.event_log_level
+    if level == EventLogLevel.OFF:
+        return EventLog(None, level)
+    if stream is not None and options.event_log_output == "stream":
+        return EventLog(
+            CallbackSink(stream),
+            level,
+            job=job,
+            max_payload_chars=options.event_log_max_payload_chars,
+        )
+    return EventLog.to_directory(
+        options.event_log_directory() / subdirectory,
+        level,
+        job=job,
+        max_payload_chars=options.event_log_max_payload_chars,
+        max_bytes=options.event_log_max_file_bytes,
+        backup_count=options.event_log_max_files,
+    )

@@ -28,7 +28,7 @@ from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
-from flink_agents.runtime._event_log import EventLog
+from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
@@ -131,7 +131,9 @@ class LocalRunner:
             bind_plan(self.plan),
             options,
             journal=journal,
-            event_log=local_event_log(options, journal),
+            event_log=configured_event_log(
+                options, "local", journal.job if journal is not None else "local"
+            ),
         )
         self.driver = KeyDriver(self.engine, errors=ERRORS, snapshots=SNAPSHOTS)
         self._states: dict[Any, LocalKeyState] = {}
@@ -395,21 +397,6 @@ class LocalExecutionEnvironment(AgentsExecutionEnvironment):
             "reads Python records: from_list(rows) with each row a dict of column -> value is "
             "what the agent would see"
         )
-
-
-def local_event_log(options: AgentOptions, journal: ActionJournal | None = None) -> EventLog:
-    """The local runner's event log: rolled files under ``event-log-dir`` (its ``local``
-    subdirectory), or off."""
-    if options.event_log_level == "off":
-        return EventLog(None, "off")
-    return EventLog.to_directory(
-        options.event_log_directory() / "local",
-        options.event_log_level,
-        job=journal.job if journal is not None else "local",
-        max_payload_chars=options.event_log_max_payload_chars,
-        max_bytes=options.event_log_max_file_bytes,
-        backup_count=options.event_log_max_files,
-    )
 
 
 def local_journal(options: AgentOptions) -> ActionJournal | None:

@@ -354,6 +354,13 @@ class AgentMetrics:
             self._per_action[action] = counter
         counter.count += 1
 
+    def action_completed(self, action: str, events: int, replayed: bool) -> None:
+        """An action completed (or was replayed) and sent ``events`` events."""
+        self.action_executed(action)
+        self._events.count += events
+        if replayed:
+            self._actions_replayed.count += 1
+
     def action_replayed(self) -> None:
         """An action's record was replayed from the action log instead of running it."""
         self._actions_replayed.count += 1

@@ -106,11 +106,10 @@ class SubRuns:
                 while not isinstance(outcome, StepResult):
                     await _Waiting(outcome.future)
                     outcome = engine.resume(run, outcome)
-                metrics = engine.metrics  # the caller's: a sub-agent's actions count there too
-                metrics.action_executed(outcome.action)
-                metrics.event_processed(len(outcome.events))
-                if outcome.replayed:
-                    metrics.action_replayed()
+                # The caller's metrics: a sub-agent's actions count there too.
+                engine.metrics.action_completed(
+                    outcome.action, len(outcome.events), outcome.replayed
+                )
                 outputs.extend(outcome.outputs)
         except ActionLogError as error:  # the log's failure, not the action's
             caller.infrastructure_error = error

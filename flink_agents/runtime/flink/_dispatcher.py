@@ -29,7 +29,7 @@ from flink_agents._shipping import ShippedByName, import_lock
 from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
-from flink_agents.runtime._event_log import CallbackSink, EventLog
+from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._long_term import subtask_directory
 from flink_agents.runtime._metrics import AgentMetrics
@@ -100,25 +100,15 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         subtask = _subtask_index(runtime_context)
         metrics = AgentMetrics()
         self._mirror = FlinkMetricsMirror(metrics, runtime_context.get_metrics_group())
-        event_log = EventLog(None, "off")
         self._event_lines: deque[str] | None = None
         if options.event_log_level != "off" and options.event_log_output == "stream":
             self._event_lines = deque()
-            event_log = EventLog(
-                CallbackSink(self._event_lines.append),
-                options.event_log_level,
-                job=self._job_id,
-                max_payload_chars=options.event_log_max_payload_chars,
-            )
-        elif options.event_log_level != "off":
-            event_log = EventLog.to_directory(
-                options.event_log_directory() / f"subtask-{subtask}",
-                options.event_log_level,
-                job=self._job_id,
-                max_payload_chars=options.event_log_max_payload_chars,
-                max_bytes=options.event_log_max_file_bytes,
-                backup_count=options.event_log_max_files,
-            )
+        event_log = configured_event_log(
+            options,
+            subtask_directory(subtask),
+            self._job_id,
+            stream=None if self._event_lines is None else self._event_lines.append,
+        )
         # Most jobs (thread mode, no event-log stream) hand the driver's emissions on as they are.
         self._plain = self._event_lines is None and self._mirror.thread_mode
         engine = RunEngine(
