@@ -1,5 +1,9 @@
 """Reads are recorded in batches: many searches cost one background rewrite per set."""
 
+import time
+
+import pytest
+
 from flink_agents.memory.long_term._access import AccessRecorder
 
 
@@ -27,3 +31,48 @@ def test_flush_writes_what_is_gathered_now():
     recorder.record("ana", "notes", ["a", "b"])
     recorder.flush()
     assert touched == [["a", "b"]]
+
+
+def test_background_write_pauses_between_sets_within_half_an_interval():
+    """The background job pauses after each set but the last (handing the cores back to
+    searches), ``pace`` times as long as the set took, and its pauses add up to at most
+    half the interval."""
+    touched: list[str] = []
+    jobs: list = []
+
+    def slow_touch(key: str, name: str, ids: list[str]) -> None:
+        touched.append(key)
+        busy = time.perf_counter() + 0.002  # a set's write takes about 2 ms
+        while time.perf_counter() < busy:
+            pass
+
+    for interval, pauses_expected in ((1.0, 4), (0.01, 1)):
+        touched.clear()
+        pauses: list[float] = []
+        recorder = AccessRecorder(slow_touch, jobs.append, interval, pace=3, sleep=pauses.append)
+        for n in range(5):
+            recorder.record(f"k{n}", "notes", ["a"])
+        jobs.pop()()
+        assert touched == ["k0", "k1", "k2", "k3", "k4"]
+        assert len(pauses) == pauses_expected
+        assert all(p >= 3 * 0.002 or p == interval / 2 for p in pauses)
+        assert sum(pauses) <= interval / 2
+
+
+def test_flush_and_pace_zero_never_pause():
+    pauses: list[float] = []
+    jobs: list = []
+    recorder = AccessRecorder(lambda k, n, ids: None, jobs.append, 0, pace=0, sleep=pauses.append)
+    recorder.record("a", "notes", ["x"])
+    recorder.record("b", "notes", ["y"])
+    jobs.pop()()
+    paced = AccessRecorder(lambda k, n, ids: None, jobs.append, 60, sleep=pauses.append)
+    paced.record("a", "notes", ["x"])
+    paced.record("b", "notes", ["y"])
+    paced.flush()  # an explicit flush (close) writes at once
+    assert pauses == []
+
+
+def test_negative_pace_is_refused():
+    with pytest.raises(ValueError):
+        AccessRecorder(lambda k, n, ids: None, lambda job: None, pace=-1)
