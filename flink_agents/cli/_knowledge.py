@@ -18,9 +18,9 @@ an "id" (a string or an integer); other fields are kept with it. Loading the sam
 adds nothing; a changed document (same id) is rewritten in place. A bad line loads nothing:
 the error names the file and every bad line.
 
-Embedded store: loads the store directory (what the local runner and `flink-agents run`
-read) and subtask-0 .. subtask-<N-1> under it (what a Flink job of parallelism N reads), while
-no job has that store open. A Qdrant server (--store http://...) is shared by all.
+Embedded store: loads the store directory, which the local runner and Flink jobs of any
+parallelism on this machine share (also while a job runs). A Qdrant server (--store
+http://...) is shared by every machine.
 """
 
 
@@ -38,13 +38,6 @@ def add_parser(commands: Any) -> None:
     load.add_argument("set", help="the knowledge set (created if missing)")
     load.add_argument("file", type=Path, help="JSON-lines documents, one object per line")
     _store_arguments(load)
-    load.add_argument(
-        "--subtasks",
-        type=int,
-        default=1,
-        metavar="N",
-        help="embedded store: also load the directories of Flink subtasks 0..N-1 (default 1)",
-    )
     load.add_argument("--id-field", default="id", help='the id field (default "id")')
     load.add_argument("--text-field", default="text", help='the text field (default "text")')
     load.add_argument("--batch-size", type=int, default=64, help="documents per batch")
@@ -76,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return _search(args, options)
     except StoreLockedError as error:
         print(
-            f"error: {_one_line(error)} (a job or run has it open: stop it, then try again)",
+            f"error: {_one_line(error)}",
             file=sys.stderr,
         )
         return 2
@@ -101,14 +94,13 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _load(args: argparse.Namespace, options: Any) -> int:
     from flink_agents.runtime import load_knowledge
 
-    if args.subtasks < 0 or args.batch_size < 1:
-        print("error: --subtasks must be >= 0 and --batch-size >= 1", file=sys.stderr)
+    if args.batch_size < 1:
+        print("error: --batch-size must be >= 1", file=sys.stderr)
         return 2
     report = load_knowledge(
         args.set,
         args.file,
         options=options,
-        subtasks=args.subtasks,
         id_field=args.id_field,
         text_field=args.text_field,
         batch_size=args.batch_size,

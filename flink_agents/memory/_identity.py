@@ -17,10 +17,12 @@ items to another.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
 
 from flink_agents.integrations.vector_stores import point_id
 
@@ -46,7 +48,7 @@ class IdMinter:
             long-term memory outside an action).
     """
 
-    __slots__ = ("_counters", "_identity", "_lock", "_resolve")
+    __slots__ = ("_counters", "_identity", "_lock", "_resolve", "_writes")
 
     def __init__(
         self, identity: IdentityParts | Callable[[], IdentityParts] | None = None
@@ -57,6 +59,7 @@ class IdMinter:
         )
         self._counters: dict[tuple[str, ...], int] = {}
         self._lock = threading.Lock()  # an action may hand its context to its own threads
+        self._writes: list[Future[None]] = []
 
     @property
     def deterministic(self) -> bool:
@@ -81,6 +84,46 @@ class IdMinter:
         if identity is None:
             return str(uuid.uuid4())
         return external_id_of(identity, self._take(("external",), 1))
+
+    def track(self, write: Future[None]) -> None:
+        """A write made under these ids that completes in the background (an item whose
+        embedding is batched): the action is complete only once it has landed."""
+        with self._lock:
+            self._writes.append(write)
+
+    def landing(self) -> Future[None] | None:
+        """None when every write tracked so far has landed; else a future that is done when
+        they all have, failing with the first failure. Each write is reported once."""
+        with self._lock:
+            writes, self._writes = self._writes, []
+        waiting = []
+        for write in writes:
+            if not write.done():
+                waiting.append(write)
+            elif write.exception() is not None:
+                return write
+        if not waiting:
+            return None
+        if len(waiting) == 1:
+            return waiting[0]
+        landed: Future[None] = Future()
+        left = [len(waiting)]
+        count_lock = threading.Lock()
+
+        def one_landed(write: Future[None]) -> None:
+            error = write.exception()
+            with count_lock:
+                left[0] -= 1
+                last = left[0] == 0
+            with contextlib.suppress(InvalidStateError):  # an earlier write failed first
+                if error is not None:
+                    landed.set_exception(error)
+                elif last:
+                    landed.set_result(None)
+
+        for write in waiting:
+            write.add_done_callback(one_landed)
+        return landed
 
     def _take(self, scope: tuple[str, ...], count: int) -> int:
         with self._lock:

@@ -90,6 +90,12 @@ class ActionContext(RunnerContext):
         memory, knowledge, external ids)."""
         return self._ids is not None
 
+    def landing(self) -> Future[None] | None:
+        """None once everything this execution wrote outside Flink state is stored; else a
+        future done when it is (items whose embedding is batched are written in the
+        background: the action completes only after them)."""
+        return None if self._ids is None else self._ids.landing()
+
     @property
     def ids(self) -> IdMinter:
         """Mints the ids of everything this execution writes outside Flink state (one

@@ -185,8 +185,6 @@ class RunEngine:
             executor of ``durable_execute_async`` calls) and the long-term memory options.
         journal: the action log to record completed actions and durable calls in, and to
             replay them from (None: nothing is recorded).
-        long_term_subdirectory: where under the embedded store this engine keeps its
-            long-term memory (the Flink dispatcher's subtask).
         job_id: the job this engine runs for, the same in every attempt and subtask (the
             Flink dispatcher's); without an action log, the ids of long-term items derive
             from it, so an action that runs again after a restore overwrites its items.
@@ -204,7 +202,6 @@ class RunEngine:
         options: AgentOptions | None = None,
         *,
         journal: ActionJournal | None = None,
-        long_term_subdirectory: str | None = None,
         job_id: str | None = None,
         parent: RunEngine | None = None,
         metrics: AgentMetrics | None = None,
@@ -223,9 +220,7 @@ class RunEngine:
             self.journal = journal
             self.metrics = metrics if metrics is not None else AgentMetrics()
             self.event_log = event_log if event_log is not None else EventLog(None, "off")
-            self.long_term = LongTermProvider(
-                self.options, self.resources, long_term_subdirectory
-            )
+            self.long_term = LongTermProvider(self.options, self.resources)
             """Long-term memory and knowledge, opened when an action first uses them."""
             self.long_term.observer = self.metrics
             # Without an action log, ids of long-term items derive from the job (the
@@ -519,7 +514,14 @@ class RunEngine:
             self.metrics.log_written()
         return sensory_delta, short_term_delta
 
-    def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepResult:
+    def _complete(self, run: RunState, action: BoundAction, context: ActionContext) -> StepOutcome:
+        """Record and apply a finished execution; first, if it wrote long-term items that
+        are still being embedded, suspend it until they are stored (like an awaited call:
+        the run parks, other keys go on). So an action counts as complete, in the log and
+        in Flink state, only once its writes outside Flink have landed."""
+        landing = context.landing() if context.wrote_outside else None
+        if landing is not None:
+            return Suspension(action.name, context, _landed(), landing)
         sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
         return self._apply(
@@ -602,6 +604,11 @@ class RunEngine:
             member.coroutine = None
             member.failure = self._member_failure(run, member, failure)
             return
+        if future is None and member.context.wrote_outside:
+            # Its long-term items still being embedded: wait for them like for a call.
+            future = member.context.landing()
+            if future is not None:
+                member.coroutine = _landed()
         if future is not None:
             member.future = future
         else:
@@ -743,6 +750,11 @@ class RunEngine:
         return ActionExecutionError(
             key=run.key, action=action.name, input=run.input, run_sequence=run.sequence, cause=error
         )
+
+
+async def _landed() -> None:
+    """The rest of an action whose function has returned: resumed (or failed) once its
+    background writes have landed (see ``RunEngine._complete``)."""
 
 
 def _until_call(

@@ -4,19 +4,10 @@ The store is found exactly as runners find it (``store_location``): ``long-term-
 if set (a Qdrant server URL, or a directory), else ``<data-dir>/vector-store``, with the
 options read from Flink's ``config.yaml`` and overridden in code.
 
-**Which embedded directories.** A runner on the embedded store (qdrant-edge) opens a
-directory no other process may have open. The local runner (``flink-agents run``,
-``AgentsExecutionEnvironment.get_execution_environment()``) opens the store directory itself;
-each Flink subtask opens ``subtask-<i>`` under it, so that every Python worker has its own.
-So a load writes the store directory *and* ``subtask-0`` .. ``subtask-<n-1>`` (``subtasks``,
-default 1): what the local runner and a job of parallelism ``n`` read. Knowledge is read-only
-for the job, so each subtask reading its own copy answers the same. A job that runs with
-more subtasks than were loaded finds the set missing in the extra ones; a Qdrant server
-(one copy, shared) has none of these limits. The layout is the runtime's, not the user's:
-this module follows ``subtask_directory``, the one place it is defined.
-
-A load takes the embedded store's directory lock, so it cannot run while a job or a local
-run has that store open (``StoreLockedError``): load first, then start the job.
+Every runner and every Flink subtask of a machine uses the same embedded store directory
+(``flink_agents.integrations.vector_stores.shared``: the first process to open it serves the
+others), so one load is seen by the local runner and by jobs of any parallelism, and a load
+may run while a job has the store open.
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ from flink_agents.memory.long_term import (
     read_documents,
 )
 from flink_agents.memory.long_term._loader import DEFAULT_BATCH_SIZE
-from flink_agents.runtime._long_term import open_store, store_location, subtask_directory
+from flink_agents.runtime._long_term import open_store, store_location
 from flink_agents.runtime._options import AgentOptions, load_options
 
 __all__ = [
@@ -86,16 +77,13 @@ class KnowledgeLoadReport:
         )
 
 
-def knowledge_stores(options: AgentOptions, subtasks: int = 1) -> list[str]:
-    """The stores a load writes for these options: a server URL alone, or the embedded store
-    directory followed by the directories of Flink subtasks ``0 .. subtasks-1``."""
-    if subtasks < 0:
-        raise ValueError(f"subtasks must be >= 0, got {subtasks}")
+def knowledge_stores(options: AgentOptions) -> list[str]:
+    """The stores a load writes for these options: a server URL, or the embedded store's
+    directory."""
     root = store_location(options)
     if root.startswith(("http://", "https://", ":memory:")):
         return [root]
-    subdirectories = [subtask_directory(i) for i in range(subtasks)]
-    return [str(Path(store_location(options, d)).resolve()) for d in [None, *subdirectories]]
+    return [str(Path(root).resolve())]
 
 
 def load_knowledge(
@@ -104,7 +92,6 @@ def load_knowledge(
     *,
     options: AgentOptions | Mapping[str, Any] | None = None,
     embedding_model: BaseEmbeddingModel | None = None,
-    subtasks: int = 1,
     id_field: str = "id",
     text_field: str = "text",
     batch_size: int = DEFAULT_BATCH_SIZE,
@@ -132,8 +119,6 @@ def load_knowledge(
             it; None: ``config.yaml`` and the defaults.
         embedding_model: the model the job's long-term memory uses; None: the offline
             MiniLM model (the runners' default).
-        subtasks: Flink subtasks whose embedded directories to load too (see the module
-            docstring); ignored for a Qdrant server.
         id_field: the field holding a document's id.
         text_field: the field holding a document's text.
         batch_size: documents embedded and written at a time.
@@ -142,7 +127,7 @@ def load_knowledge(
     Raises:
         OSError: the file cannot be read.
         DocumentFileError: bad documents, each named by file and line (nothing was loaded).
-        StoreLockedError: an embedded store is open in another process (a running job).
+        StoreLockedError: an embedded store is held by a process that does not serve it.
         FlinkAgentsError: invalid options; a store made for another embedding model.
     """
     if not isinstance(set_name, str) or not set_name:
@@ -158,7 +143,7 @@ def load_knowledge(
         options = load_options(dict(options or {}))
     embedding = embedding_model or _default_embedding(options)
     report = KnowledgeLoadReport(set_name, where, documents=len(documents))
-    report.stores = knowledge_stores(options, subtasks)
+    report.stores = knowledge_stores(options)
     with contextlib.ExitStack() as opened:
         targets = []
         for location in report.stores:
@@ -186,7 +171,7 @@ def search_knowledge(
 
     Raises:
         MemorySetNotFoundError: no such set in that store.
-        StoreLockedError: the embedded store is open in another process.
+        StoreLockedError: the embedded store is held by a process that does not serve it.
     """
     if not isinstance(options, AgentOptions):
         options = load_options(dict(options or {}))

@@ -4,11 +4,11 @@ One ``LongTermProvider`` per run engine (per Flink subtask): the vector store, t
 model and the compaction pool are created the first time an action touches
 ``ctx.long_term_memory`` or ``ctx.knowledge``, so agents that never do pay nothing.
 
-The embedded store (qdrant-edge) locks its directory per process, and every PyFlink Python
-worker is a process of its own: each runner therefore opens ``<store>/<subdirectory>`` when
-given one (the Flink dispatcher's subtask). Memory of a key stays with the subtask that owns
-the key; knowledge shared by several processes (or a rescaled job) needs a Qdrant server
-(``long-term-memory-store: http://...``).
+Every runner of a machine opens the same store: one embedded directory, which the first
+process to open it serves to the others (``vector_stores.shared``), or a Qdrant server. So
+wherever Flink places a key (any subtask, at any parallelism, after any rescale), its
+memories and all knowledge are there. A job spread over several machines needs the server
+(``long-term-memory-store: http://...``): an embedded directory is one machine's.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from flink_agents.api._resources import ResourceType
 from flink_agents.integrations.vector_stores import VectorStore, open_vector_store
 from flink_agents.memory import IdMinter
 from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
+from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._sets import KeyedLongTermMemory
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
@@ -30,27 +31,18 @@ from flink_agents.runtime._resources import ResourceCache
 API_KEY_ENV = "QDRANT_API_KEY"
 
 
-def subtask_directory(index: int) -> str:
-    """The subdirectory of the embedded store that Flink subtask ``index`` opens."""
-    return f"subtask-{index}"
-
-
-def store_location(options: AgentOptions, subdirectory: str | None = None) -> str:
-    """The store a runner opens: a server URL, or an embedded directory.
-
-    The local runner opens ``<long-term-memory-store>`` (default ``<data-dir>/vector-store``)
-    itself; a Flink subtask opens ``subtask_directory(i)`` under it.
-    """
+def store_location(options: AgentOptions) -> str:
+    """The store every runner opens: a server URL, or the embedded directory
+    ``long-term-memory-store`` (default ``<data-dir>/vector-store``)."""
     configured = options.long_term_memory_store
     if configured and configured.startswith(("http://", "https://", ":memory:")):
         return configured
-    root = Path(configured or Path(options.data_dir) / "vector-store").expanduser()
-    return str(root / subdirectory if subdirectory else root)
+    return str(Path(configured or Path(options.data_dir) / "vector-store").expanduser())
 
 
 def open_store(location: str) -> VectorStore:
-    """The vector store at ``location``; a server's key comes from ``$QDRANT_API_KEY``, never
-    from options or plans."""
+    """The vector store at ``location`` (an embedded directory shared with this machine's other
+    processes); a server's key comes from ``$QDRANT_API_KEY``, never from options or plans."""
     remote = location.startswith(("http://", "https://"))
     return open_vector_store(location, api_key=os.environ.get(API_KEY_ENV) if remote else None)
 
@@ -58,17 +50,12 @@ def open_store(location: str) -> VectorStore:
 class LongTermProvider:
     """Opens the store and models lazily; hands each action its key's view."""
 
-    def __init__(
-        self,
-        options: AgentOptions,
-        resources: ResourceCache,
-        subdirectory: str | None = None,
-    ) -> None:
+    def __init__(self, options: AgentOptions, resources: ResourceCache) -> None:
         self.options = options
         self.resources = resources
-        self.subdirectory = subdirectory
         self._lock = threading.Lock()
         self._store: VectorStore | None = None
+        self._batcher: EmbeddingBatcher | None = None
         self._memory: VectorLongTermMemory | None = None
         self._knowledge: VectorKnowledge | None = None
         self.observer: Any = None
@@ -76,7 +63,7 @@ class LongTermProvider:
 
     def location(self) -> str:
         """The store this runner opens: a server URL, or an embedded directory."""
-        return store_location(self.options, self.subdirectory)
+        return store_location(self.options)
 
     def memory(self, key: Any, ids: IdMinter) -> KeyedLongTermMemory:
         self._open()
@@ -89,15 +76,24 @@ class LongTermProvider:
         return self._knowledge.bound(ids)
 
     def close(self, timeout: float | None = 60.0) -> None:
-        """Let running compactions finish (up to ``timeout``), then release the store."""
+        """Store added items, let running compactions finish (up to ``timeout``), then
+        release the store."""
         with self._lock:
-            memory, store = self._memory, self._store
-            self._memory = self._knowledge = self._store = None
-        if memory is not None:
-            memory.wait_for_compaction(timeout)
-            memory.close()
-        if store is not None:
-            store.close()
+            memory, knowledge, store = self._memory, self._knowledge, self._store
+            batcher = self._batcher
+            self._memory = self._knowledge = self._store = self._batcher = None
+        try:
+            if memory is not None:
+                memory.wait_for_writes(timeout)
+                memory.wait_for_compaction(timeout)
+                memory.close()
+            if knowledge is not None:
+                knowledge.pending.wait_all(timeout)
+        finally:
+            if batcher is not None:
+                batcher.close(timeout)
+            if store is not None:
+                store.close()
 
     def _open(self) -> None:
         with self._lock:
@@ -107,12 +103,19 @@ class LongTermProvider:
             chat_name = self.options.long_term_memory_chat_model
             chat = self.resources.get(chat_name, ResourceType.CHAT_MODEL) if chat_name else None
             store = open_store(self.location())
+            # One batcher for memory and knowledge: items added by any action of any key are
+            # embedded together, off the operator thread.
+            batcher = EmbeddingBatcher(embedding)
             try:
-                self._memory = VectorLongTermMemory(store, embedding, chat_model=chat)
-                self._knowledge = VectorKnowledge(store, embedding)
+                self._memory = VectorLongTermMemory(
+                    store, embedding, chat_model=chat, batcher=batcher
+                )
+                self._knowledge = VectorKnowledge(store, embedding, batcher=batcher)
             except BaseException:
+                batcher.close()
                 store.close()
                 raise
+            self._batcher = batcher
             self._memory.observer = self._knowledge.observer = self.observer
             self._store = store
 

@@ -103,9 +103,9 @@ class AgentOptions(BaseModel):
     long_term_memory_store: str | None = Field(None, alias="long-term-memory-store")
     """Where ``ctx.long_term_memory`` and ``ctx.knowledge`` live: ``http(s)://...`` for a
     Qdrant server (key in ``$QDRANT_API_KEY``), else a directory for the embedded store.
-    Unset: ``<data-dir>/vector-store``. Flink jobs add a subdirectory per subtask there
-    (an embedded store is locked by one process), so knowledge shared across subtasks
-    needs a server."""
+    Unset: ``<data-dir>/vector-store``. One embedded directory serves every runner and
+    Flink subtask of a machine (the first process to open it serves the others); a job on
+    several machines needs a server."""
     long_term_memory_embedding: str | None = Field(None, alias="long-term-memory-embedding")
     """The embedding-model resource for long-term memory; unset: the offline MiniLM model."""
     long_term_memory_chat_model: str | None = Field(None, alias="long-term-memory-chat-model")

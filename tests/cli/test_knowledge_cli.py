@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flink_agents.integrations.vector_stores.edge import EdgeVectorStore
+from flink_agents.integrations.embeddings import LocalEmbeddingModel
+from flink_agents.integrations.vector_stores import open_vector_store
+from flink_agents.memory.long_term import VectorKnowledge
 from flink_agents.testing import clean_environment
 from flink_agents.testing.llm_server import Rule
 
@@ -43,7 +45,7 @@ def test_load_then_reload_then_answer_with_the_example_plan(tmp_path, llm_server
     summary = re.sub(r" in [0-9.]+s;", " in Ns;", first.stdout)
     assert summary == (
         f"loaded knowledge set 'product_faq': 8 documents from {FAQ} (8 added, 0 updated, "
-        f"0 unchanged) in Ns; store: {store}, {store / 'subtask-0'}\n"
+        f"0 unchanged) in Ns; store: {store}\n"
     )
     assert "loading product_faq" in first.stderr  # the progress bar
     again = flink_agents("knowledge", "load", "product_faq", FAQ, "--quiet", data_dir=data)
@@ -95,21 +97,22 @@ def test_a_missing_file_is_one_line(tmp_path):
     assert result.stderr == f"error: cannot read {missing}: No such file or directory\n"
 
 
-def test_a_store_held_by_a_running_job_is_refused(tmp_path):
-    """This process holds the store, as a job's worker would."""
-    with EdgeVectorStore(tmp_path / "vector-store"):
+def test_a_load_goes_through_a_running_job_that_holds_the_store(tmp_path):
+    """This process holds (and serves) the store, as a job's worker would: the command's
+    load reaches it, and this process sees the documents at once."""
+    with open_vector_store(tmp_path / "vector-store") as held:
+        assert held.hosting
         result = flink_agents("knowledge", "load", "faq", FAQ, "--quiet", data_dir=tmp_path)
-    assert result.returncode == 2
-    assert result.stderr.startswith("error: ")
-    assert "is open in another process" in result.stderr
-    assert result.stderr.endswith("(a job or run has it open: stop it, then try again)\n")
-    assert len(result.stderr.splitlines()) == 1
+        assert result.returncode == 0, result.stderr
+        assert "(8 added, 0 updated, 0 unchanged)" in result.stdout
+        knowledge = VectorKnowledge(held, LocalEmbeddingModel())
+        assert knowledge.get_knowledge_set("faq").size() == 8
 
 
 def test_options_on_the_command_line_choose_the_store(tmp_path):
     store = tmp_path / "elsewhere"
     result = flink_agents(
-        "knowledge", "load", "faq", FAQ, "--store", store, "--subtasks", "0", "--quiet",
+        "knowledge", "load", "faq", FAQ, "--store", store, "--quiet",
         data_dir=tmp_path / "unused",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -1,9 +1,10 @@
 """Vector stores: where long-term memory and knowledge keep their embeddings (Qdrant).
 
 The interface, record types and filter model are importable here. The backends live in
-``edge`` (qdrant-edge-py, embedded, the default) and ``client`` (a Qdrant server through
-qdrant-client); each imports its engine only when its module is imported.
-``open_vector_store`` picks one from a location.
+``edge`` (qdrant-edge-py, embedded, the default; ``shared`` lets every process of a machine
+use one embedded directory) and ``client`` (a Qdrant server through qdrant-client); each
+imports its engine only when its module is imported. ``open_vector_store`` picks one from a
+location.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def open_vector_store(
     Args:
         location: ``http://...`` or ``https://...`` for a Qdrant server; ``:memory:`` for
             qdrant-client's local mode (tests only); anything else is a directory for the
-            embedded store, shared with any store already open on it in this process.
+            embedded store, shared with every process of this machine that opens it
+            (``shared``: the first opener hosts it and serves the others).
         api_key: the server's API key (servers only).
         **options: passed to the backend's constructor.
     """
@@ -74,6 +76,6 @@ def open_vector_store(
         return QdrantClientVectorStore(text, api_key=api_key, **options)
     if api_key is not None:
         raise ValueError("api_key applies to a Qdrant server URL, not to an embedded store")
-    from flink_agents.integrations.vector_stores.edge import EdgeVectorStore
+    from flink_agents.integrations.vector_stores.shared import open_shared_store
 
-    return EdgeVectorStore.shared(text, **options)
+    return open_shared_store(text, **options)

@@ -3,18 +3,25 @@
 Every write to a set's points (adding, compacting, recording an access, deleting) holds that
 set's lock for the store calls only (never during an embedding batch or an LLM call), so a
 background write can never bring back an item that was just deleted.
+
+Items added by actions are embedded in shared batches (``EmbeddingBatcher``) and written by
+the batcher's threads: ``write_later`` returns their ids at once. Every read or delete of a
+key's items first waits for that key's writes still in flight (``PendingWrites``), so a key
+always reads its own writes, and a delete never races an add that lands after it.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.api._long_term import MemorySetItem
 from flink_agents.integrations.vector_stores import HasId, OrderBy, Point, VectorStore, point_id
+from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._codec import (
     CLOCK,
     EXTRA_INDEXES,
@@ -30,13 +37,65 @@ from flink_agents.memory.long_term._filters import items_filter, set_filter
 _STRIPES = 64
 
 
+class PendingWrites:
+    """Writes in flight per scope (a key's memory sets, or all knowledge), so that reads of
+    the scope can wait for them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_scope: dict[str, set[Future[None]]] = {}
+
+    def track(self, scope: str, write: Future[None]) -> None:
+        with self._lock:
+            self._by_scope.setdefault(scope, set()).add(write)
+        write.add_done_callback(lambda done: self._forget(scope, done))
+
+    def wait(self, scope: str) -> None:
+        """Return once every write of ``scope`` tracked so far has landed (or failed)."""
+        if not self._by_scope:  # the common case, read without the lock
+            return
+        with self._lock:
+            writes = list(self._by_scope.get(scope, ()))
+        if writes:
+            wait(writes)
+
+    def wait_all(self, timeout: float | None = None) -> bool:
+        """Wait for every write in flight; False if ``timeout`` seconds passed first."""
+        with self._lock:
+            writes = [write for scope in self._by_scope.values() for write in scope]
+        return not wait(writes, timeout).not_done
+
+    def _forget(self, scope: str, write: Future[None]) -> None:
+        with self._lock:
+            writes = self._by_scope.get(scope)
+            if writes is not None:
+                writes.discard(write)
+                if not writes:
+                    del self._by_scope[scope]
+
+
+def landed_future() -> Future[None]:
+    """A write that has already landed (nothing was deferred)."""
+    done: Future[None] = Future()
+    done.set_result(None)
+    return done
+
+
 class MemoryCore:
     """One collection of memory sets: points in, ``MemorySetItem`` out."""
 
-    def __init__(self, store: VectorStore, embedding: BaseEmbeddingModel, collection: str) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedding: BaseEmbeddingModel,
+        collection: str,
+        batcher: EmbeddingBatcher | None = None,
+    ) -> None:
         self.store = store
         self.embedding = embedding
         self.collection = collection
+        self.batcher = batcher
+        self.pending = PendingWrites()
         store.ensure_collection(
             collection, embedding.dimension, embedding.model_id, indexes=EXTRA_INDEXES
         )
@@ -66,6 +125,7 @@ class MemoryCore:
             self.store.upsert(self.collection, [point])
 
     def drop_set(self, key: str, name: str) -> bool:
+        self.pending.wait(key)
         with self.lock(key, name):
             existed = self.settings(key, name) is not None
             self.store.delete(self.collection, filter=set_filter(key, name))
@@ -114,8 +174,60 @@ class MemoryCore:
             self.store.upsert(self.collection, points)
         return ids
 
+    def write_later(
+        self,
+        key: str,
+        settings: SetSettings,
+        values: Sequence[Any],
+        *,
+        ids: Sequence[str],
+        tags: Sequence[Mapping[str, float]],
+        source: str | None,
+        then: Callable[[], None] | None = None,
+    ) -> Future[None]:
+        """Write encoded ``values`` once the batcher has embedded them (at once, on this
+        thread, without a batcher): a future done when the points are stored, failing with
+        the embedding's or the store's error. ``then`` runs after they are (on the
+        batcher's thread; it must not wait for writes)."""
+        if self.batcher is None:
+            self.write(key, settings, values, ids=ids, tags=tags, source=source)
+            if then is not None:
+                then()
+            return landed_future()
+        # Payloads (and their created_time) are made now: items keep the order of their adds.
+        payloads = [
+            item_payload(key, settings, value, t, source)
+            for value, t in zip(values, tags, strict=True)
+        ]
+        texts = [text_of(decode_value(settings.item_type, v)) for v in values]
+        landed: Future[None] = Future()
+        self.pending.track(key, landed)
+
+        def store(embedded: Future[list[list[float]]]) -> None:  # on the batcher's thread
+            try:
+                points = [
+                    Point(i, vector, payload)
+                    for i, vector, payload in zip(ids, embedded.result(), payloads, strict=True)
+                ]
+                with self.lock(key, settings.name):
+                    self.store.upsert(self.collection, points)
+            except BaseException as error:
+                landed.set_exception(error)
+                return
+            landed.set_result(None)
+            if then is not None:
+                then()
+
+        self.batcher.submit(texts).add_done_callback(store)
+        return landed
+
+    def stored_count(self, key: str, name: str) -> int:
+        """The items of one key's set in the store now (not waiting for writes in flight)."""
+        return self.store.count(self.collection, items_filter(key, name))
+
     def delete(self, key: str, name: str, ids: Sequence[str] | None) -> None:
         """Delete items of one key's set by id (None: all items, the settings stay)."""
+        self.pending.wait(key)
         with self.lock(key, name):
             self.store.delete(self.collection, ids=ids, filter=items_filter(key, name))
 
@@ -128,6 +240,7 @@ class MemoryCore:
         newest_first: bool = False,
     ) -> list[MemorySetItem]:
         """Items of one key's set ordered by ``created_time`` (oldest first by default)."""
+        self.pending.wait(key)
         records = self.store.scroll(
             self.collection,
             items_filter(key, name, *conditions),
@@ -139,17 +252,20 @@ class MemoryCore:
     def by_ids(self, key: str, name: str, ids: Sequence[str]) -> list[MemorySetItem]:
         if not ids:
             return []
+        self.pending.wait(key)
         records = self.store.scroll(self.collection, items_filter(key, name, HasId(ids)))
         found = {r.id: item_from(r.id, r.payload) for r in records}
         return [found[i] for i in dict.fromkeys(ids) if i in found]
 
     def count(self, key: str, name: str) -> int:
-        return self.store.count(self.collection, items_filter(key, name))
+        self.pending.wait(key)
+        return self.stored_count(key, name)
 
     def search(
         self, key: str, name: str, query: str, limit: int, conditions: Sequence[Any]
     ) -> list[MemorySetItem]:
         vector = self.embedding.embed_one(query)
+        self.pending.wait(key)
         hits = self.store.search(
             self.collection, vector, limit, items_filter(key, name, *conditions)
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from flink_agents.api._embedding import BaseEmbeddingModel
@@ -20,10 +21,15 @@ from flink_agents.integrations.vector_stores import (
     point_id,
 )
 from flink_agents.memory._identity import IdMinter
+from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._codec import CLOCK, to_datetime
+from flink_agents.memory.long_term._core import PendingWrites, landed_future
 from flink_agents.memory.long_term._observer import LongTermObserver
 
 KNOWLEDGE_COLLECTION = "flink_agents_knowledge"
+_SCOPE = "knowledge"
+"""The scope of knowledge writes in flight (``PendingWrites``): knowledge reads wait for
+every one of them, whichever key added it."""
 KIND_KNOWLEDGE = "knowledge"
 KIND_KNOWLEDGE_SET = "knowledge_set"
 
@@ -37,6 +43,8 @@ class VectorKnowledge(Knowledge):
         collection: the collection holding every knowledge set.
         ids: the writing action's id minter (one per action execution), so a re-executed
             action overwrites the items it added. None gives random ids.
+        batcher: embeds added items in shared batches, off the adding thread (reads of
+            knowledge in this process wait for them). None: ``add`` stores before it returns.
     """
 
     def __init__(
@@ -46,12 +54,16 @@ class VectorKnowledge(Knowledge):
         collection: str = KNOWLEDGE_COLLECTION,
         ids: IdMinter | None = None,
         *,
+        batcher: EmbeddingBatcher | None = None,
+        _pending: PendingWrites | None = None,
         _ensured: bool = False,
     ) -> None:
         self.store = store
         self.embedding = embedding_model
         self.collection = collection
         self.ids = ids if ids is not None else IdMinter()
+        self.batcher = batcher
+        self.pending = _pending if _pending is not None else PendingWrites()
         self.observer: LongTermObserver | None = None
         """Told of adds and searches (the runtime's metrics)."""
         if not _ensured:
@@ -59,7 +71,15 @@ class VectorKnowledge(Knowledge):
 
     def bound(self, ids: IdMinter | None) -> VectorKnowledge:
         """The same knowledge, writing with ids from ``ids``."""
-        bound = VectorKnowledge(self.store, self.embedding, self.collection, ids, _ensured=True)
+        bound = VectorKnowledge(
+            self.store,
+            self.embedding,
+            self.collection,
+            ids,
+            batcher=self.batcher,
+            _pending=self.pending,
+            _ensured=True,
+        )
         bound.observer = self.observer
         return bound
 
@@ -78,6 +98,7 @@ class VectorKnowledge(Knowledge):
         return StoredKnowledgeSet(self, name)
 
     def delete_knowledge_set(self, name: str) -> bool:
+        self.pending.wait(_SCOPE)
         existed = self._exists(name)
         self.store.delete(self.collection, filter=Filter(must=[FieldMatch("set", name)]))
         return existed
@@ -161,9 +182,11 @@ class StoredKnowledgeSet(KnowledgeSet):
         elif item is not None:
             raise TypeError("give item= or items=, not both")
         values = [_json(v) for v in items]
+        if not values:
+            return []
         ids = self._k.new_ids(self._name, len(values))
         times = [CLOCK.now() for _ in values]  # strictly increasing: get() keeps add order
-        self._write(ids, values, times, times)
+        self._k.ids.track(self._write_later(ids, values, times))
         if self._k.observer is not None:
             self._k.observer.long_term_memory_added(len(ids))
         return ids
@@ -177,6 +200,7 @@ class StoredKnowledgeSet(KnowledgeSet):
         return self.get(id)[0]
 
     def get(self, ids: str | Sequence[str] | None = None) -> list[KnowledgeSetItem]:
+        self._k.pending.wait(_SCOPE)
         if ids is None:
             records = self._k.store.scroll(
                 self._k.collection, self._filter(), order_by=OrderBy("created_time")
@@ -191,6 +215,7 @@ class StoredKnowledgeSet(KnowledgeSet):
 
     def search(self, query: str, limit: int = 10) -> list[KnowledgeSetItem]:
         vector = self._k.embedding.embed_one(query)
+        self._k.pending.wait(_SCOPE)
         hits = self._k.store.search(self._k.collection, vector, limit, self._filter())
         if self._k.observer is not None:
             self._k.observer.long_term_memory_searched()
@@ -198,9 +223,11 @@ class StoredKnowledgeSet(KnowledgeSet):
 
     def delete(self, ids: str | Sequence[str] | None = None) -> None:
         wanted = [ids] if isinstance(ids, str) else ids
+        self._k.pending.wait(_SCOPE)
         self._k.store.delete(self._k.collection, ids=wanted, filter=self._filter())
 
     def size(self) -> int:
+        self._k.pending.wait(_SCOPE)
         return self._k.store.count(self._k.collection, self._filter())
 
     def _filter(self, *extra: Any) -> Filter:
@@ -217,6 +244,35 @@ class StoredKnowledgeSet(KnowledgeSet):
             for i, vector, value, c, u in zip(ids, vectors, values, created, updated, strict=True)
         ]
         self._k.store.upsert(self._k.collection, points)
+
+    def _write_later(self, ids: list[str], values: list[Any], times: list[float]) -> Future[None]:
+        """``_write`` of new items once the batcher has embedded them (at once without one)."""
+        batcher = self._k.batcher
+        if batcher is None:
+            self._write(ids, values, times, times)
+            return landed_future()
+        points = [
+            (i, item_payload(self._name, value, t, t))
+            for i, value, t in zip(ids, values, times, strict=True)
+        ]
+        landed: Future[None] = Future()
+        self._k.pending.track(_SCOPE, landed)
+        store, collection = self._k.store, self._k.collection
+
+        def write(embedded: Future[list[list[float]]]) -> None:  # on the batcher's thread
+            try:
+                vectors = embedded.result()
+                store.upsert(
+                    collection,
+                    [Point(i, v, p) for (i, p), v in zip(points, vectors, strict=True)],
+                )
+            except BaseException as error:
+                landed.set_exception(error)
+            else:
+                landed.set_result(None)
+
+        batcher.submit([knowledge_text(v) for v in values]).add_done_callback(write)
+        return landed
 
 
 class _OwnedKnowledgeSet(StoredKnowledgeSet):

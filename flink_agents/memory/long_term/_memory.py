@@ -9,6 +9,7 @@ from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.integrations.vector_stores import VectorStore
 from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._access import AccessRecorder
+from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._codec import key_text
 from flink_agents.memory.long_term._compaction import Compactor
 from flink_agents.memory.long_term._core import MemoryCore
@@ -34,6 +35,9 @@ class VectorLongTermMemory:
         compaction_workers: threads of the compaction pool.
         retry_attempts, retry_initial_wait, retry_max_wait: retries of a failed compaction.
         summarize_target: see ``Compactor``.
+        batcher: embeds added items in shared batches, off the adding thread (``add``
+            returns at once; the key's reads wait for its writes). None: ``add`` embeds and
+            stores before it returns.
     """
 
     def __init__(
@@ -50,8 +54,9 @@ class VectorLongTermMemory:
         retry_max_wait: float = 30.0,
         summarize_target: float = 0.5,
         access_interval: float = 1.0,
+        batcher: EmbeddingBatcher | None = None,
     ) -> None:
-        self.core = MemoryCore(store, embedding_model, collection)
+        self.core = MemoryCore(store, embedding_model, collection, batcher)
         self.track_access = track_access
         self.compactor = Compactor(
             self.core,
@@ -91,8 +96,13 @@ class VectorLongTermMemory:
         """Compactions given up after their last retry (they run again on the next add)."""
         return list(self.compactor.errors)
 
+    def wait_for_writes(self, timeout: float | None = None) -> bool:
+        """Wait until every added item is stored; False if ``timeout`` seconds passed first."""
+        return self.core.pending.wait_all(timeout)
+
     def close(self) -> None:
-        """Write gathered reads, finish running background work and stop the pool (the
-        store stays open)."""
+        """Store added items, write gathered reads, finish running background work and stop
+        the pool (the store and the batcher stay open)."""
+        self.wait_for_writes(60.0)
         self.access.flush()
         self.compactor.close()

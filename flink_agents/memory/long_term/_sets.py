@@ -43,9 +43,7 @@ class KeyedLongTermMemory(LongTermMemory):
             (direct use outside an action) gives random ids.
     """
 
-    def __init__(
-        self, owner: VectorLongTermMemory, key: str, ids: IdMinter | None = None
-    ) -> None:
+    def __init__(self, owner: VectorLongTermMemory, key: str, ids: IdMinter | None = None) -> None:
         self.owner = owner
         self.key = key
         self.ids = ids if ids is not None else IdMinter()
@@ -135,21 +133,31 @@ class StoredMemorySet(MemorySet):
             raise TypeError(f"source is a str label, got {source!r}")
         weights = normalize_tags(tags)
         encoded = [encode_value(self._settings.item_type, v, self.name) for v in items]
-        ids = self._core.write(
+        if not encoded:
+            return []
+        ids = self._view.new_ids(self.name, len(encoded))
+        # Embedded in a shared batch and stored in the background; this key's reads wait
+        # for it, and the action completes only once it is stored (``IdMinter.track``).
+        landed = self._core.write_later(
             self._key,
             self._settings,
             encoded,
-            ids=self._view.new_ids(self.name, len(encoded)),
+            ids=ids,
             tags=[weights] * len(encoded),
             source=source,
+            then=self._check_capacity if self._settings.capacity is not None else None,
         )
-        capacity = self._settings.capacity
-        if capacity is not None and self._core.count(self._key, self.name) > capacity:
-            self._view.owner.compactor.schedule(self._key, self.name)
+        self._view.ids.track(landed)
         observer = self._view.owner.observer
         if observer is not None:
             observer.long_term_memory_added(len(ids))
         return ids
+
+    def _check_capacity(self) -> None:
+        """Schedule compaction when the set holds more than its capacity (after an add)."""
+        core = self._core
+        if core.stored_count(self._key, self.name) > self._settings.capacity:
+            self._view.owner.compactor.schedule(self._key, self.name)
 
     def get(self, ids: str | Sequence[str] | None = None) -> list[MemorySetItem]:
         if ids is None:

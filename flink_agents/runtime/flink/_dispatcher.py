@@ -31,7 +31,6 @@ from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._journal import ActionJournal
-from flink_agents.runtime._long_term import subtask_directory
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import open_action_log
@@ -105,7 +104,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             self._event_lines = deque()
         event_log = configured_event_log(
             options,
-            subtask_directory(subtask),
+            f"subtask-{subtask}",
             self._job_id,
             stream=None if self._event_lines is None else self._event_lines.append,
         )
@@ -117,8 +116,6 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             journal=journal,
             metrics=metrics,
             event_log=event_log,
-            # An embedded vector store is locked by one process: one directory per subtask.
-            long_term_subdirectory=subtask_directory(subtask),
             job_id=self._job_id,
         )
         self._driver = KeyDriver(engine, errors=ERROR_TAG, snapshots=MEMORY_TAG)
@@ -229,7 +226,12 @@ class _FlinkTimers:
 
 
 def _subtask_index(runtime_context: RuntimeContext) -> int:
+    """This subtask's index. PyFlink 2.3's thread-mode context asks the Java context for a
+    method Flink 2 moved to ``getTaskInfo()`` (AttributeError): ask there instead."""
     try:
         return runtime_context.get_index_of_this_subtask()
-    except AttributeError:  # not seen, but the same thread-mode context backs it
-        return 0
+    except AttributeError:
+        java = getattr(runtime_context, "_runtime_context", None)
+        if java is None:
+            raise
+        return java.getTaskInfo().getIndexOfThisSubtask()

@@ -20,5 +20,5 @@ FAQ = [
 def faq_store(tmp_path: Path) -> str:
     """An embedded store holding knowledge set ``faq`` (the local runner's directory)."""
     store = str(tmp_path / "vectors")
-    load_knowledge("faq", FAQ, options={"long-term-memory-store": store}, subtasks=0)
+    load_knowledge("faq", FAQ, options={"long-term-memory-store": store})
     return store

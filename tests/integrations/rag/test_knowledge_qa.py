@@ -87,7 +87,7 @@ def test_a_question_with_nothing_loaded_fails_with_how_to_load(tmp_path, monkeyp
 
 @pytest.mark.flink
 def test_a_parallelism_1_job_reads_what_the_loader_wrote(tmp_path, llm_server):
-    """In MiniCluster the Python worker opens ``<store>/subtask-0``: the loader wrote there."""
+    """In MiniCluster the Python worker opens the store the loader wrote (one per machine)."""
     from pyflink.datastream import StreamExecutionEnvironment
 
     script(llm_server)

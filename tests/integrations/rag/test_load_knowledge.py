@@ -1,5 +1,5 @@
-"""``load_knowledge``: documents go where runners read them (the local runner's store and
-the directories of Flink subtasks), with the runners' option resolution."""
+"""``load_knowledge``: documents go where runners read them (the one store of the machine,
+which the local runner and every Flink subtask open), with the runners' option resolution."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from flink_agents.runtime import (
     load_knowledge,
     search_knowledge,
 )
-from flink_agents.runtime._long_term import LongTermProvider, subtask_directory
+from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._resources import ResourceCache
 from tests.integrations.rag.agents import AskAgent
 from tests.integrations.rag.conftest import FAQ
@@ -32,25 +32,23 @@ def faq_file(tmp_path: Path) -> Path:
     return path
 
 
-def knowledge_seen_by(options: AgentOptions, subdirectory: str | None):
-    """The knowledge a runner opens: the local runner (None) or a Flink subtask."""
+def knowledge_seen_by(options: AgentOptions):
+    """The knowledge a runner (the local one, or any Flink subtask) opens."""
     resources = ResourceCache(bind_plan(compile_agent(AskAgent)))
-    provider = LongTermProvider(options, resources, subdirectory)
+    provider = LongTermProvider(options, resources)
     return provider, provider.knowledge(IdMinter())
 
 
-def test_a_load_reaches_the_local_runner_and_a_parallelism_1_job(tmp_path):
+def test_a_load_reaches_every_runner(tmp_path):
     report = load_knowledge("faq", faq_file(tmp_path), options={"data-dir": str(tmp_path)})
     root = (tmp_path / "vector-store").resolve()
-    assert report.stores == [str(root), str(root / "subtask-0")]
+    assert report.stores == [str(root)]
     assert (report.documents, report.added, report.updated, report.unchanged) == (4, 4, 0, 0)
-    options = AgentOptions(data_dir=str(tmp_path))
-    for subdirectory in (None, subtask_directory(0)):  # as the dispatcher names subtask 0
-        provider, knowledge = knowledge_seen_by(options, subdirectory)
-        try:
-            assert knowledge.get_knowledge_set("faq").size() == 4
-        finally:
-            provider.close()
+    provider, knowledge = knowledge_seen_by(AgentOptions(data_dir=str(tmp_path)))
+    try:
+        assert knowledge.get_knowledge_set("faq").size() == 4
+    finally:
+        provider.close()
 
 
 def test_reloading_the_same_file_adds_nothing(tmp_path):
@@ -64,24 +62,40 @@ def test_reloading_the_same_file_adds_nothing(tmp_path):
     assert sorted(out["ids"]) == sorted(d["id"] for d in FAQ)  # each once
 
 
-def test_more_subtasks_get_their_own_copy(tmp_path):
-    report = load_knowledge("faq", FAQ, options={"data-dir": str(tmp_path)}, subtasks=3)
-    assert [Path(s).name for s in report.stores] == [
-        "vector-store",
-        "subtask-0",
-        "subtask-1",
-        "subtask-2",
-    ]
-    provider, knowledge = knowledge_seen_by(AgentOptions(data_dir=str(tmp_path)), "subtask-2")
+def test_a_load_while_a_runner_has_the_store_open(tmp_path):
+    """A runner holds the store; a load from another process goes through it, and the
+    runner sees the documents at once (no restart, no copy)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    options = AgentOptions(data_dir=str(tmp_path))
+    provider, knowledge = knowledge_seen_by(options)
     try:
+        knowledge.create_knowledge_set("faq")  # opens (and hosts) the store here
+        loader = textwrap.dedent(f"""
+            from flink_agents.runtime import load_knowledge
+            from tests.integrations.rag.conftest import FAQ
+            print(load_knowledge("faq", FAQ, options={{"data-dir": {str(tmp_path)!r}}}).added)
+        """)
+        result = subprocess.run(
+            [sys.executable, "-c", loader],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=Path(__file__).resolve().parents[3],
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "4"
         assert knowledge.get_knowledge_set("faq").size() == 4
     finally:
         provider.close()
 
 
-def test_a_server_is_one_store_whatever_the_subtasks():
+def test_a_server_is_one_store():
     options = AgentOptions(long_term_memory_store="http://qdrant.internal:6333")
-    assert knowledge_stores(options, subtasks=4) == ["http://qdrant.internal:6333"]
+    assert knowledge_stores(options) == ["http://qdrant.internal:6333"]
 
 
 def test_the_store_comes_from_config_yaml_as_for_runners(tmp_path, monkeypatch):
@@ -89,7 +103,7 @@ def test_the_store_comes_from_config_yaml_as_for_runners(tmp_path, monkeypatch):
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "config.yaml").write_text(f"agent:\n  long-term-memory-store: {store}\n")
     monkeypatch.setenv("FLINK_CONF_DIR", str(tmp_path / "conf"))
-    report = load_knowledge("faq", FAQ, subtasks=0)
+    report = load_knowledge("faq", FAQ)
     assert report.stores == [str(store.resolve())]
     found = search_knowledge("faq", "when does support pick up the phone", 1)
     assert [item.value["id"] for item in found] == ["hours"]

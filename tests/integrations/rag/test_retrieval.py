@@ -60,7 +60,7 @@ def test_a_missing_knowledge_set_fails_the_action_and_says_how_to_load_one(tmp_p
 
 def test_an_empty_set_answers_with_no_documents(tmp_path):
     store = str(tmp_path / "vectors")
-    load_knowledge("empty", [], options={"long-term-memory-store": store}, subtasks=0)
+    load_knowledge("empty", [], options={"long-term-memory-store": store})
     [out] = run(AskAgent, [{"ask": "anything", "set": "empty"}], store)
     assert out["ids"] == [] and out["texts"] == []
 

@@ -19,6 +19,7 @@ from flink_agents.integrations.vector_stores import (
 )
 from flink_agents.integrations.vector_stores.client import QdrantClientVectorStore
 from flink_agents.integrations.vector_stores.edge import METADATA_FILE, EdgeVectorStore
+from flink_agents.integrations.vector_stores.shared import SharedVectorStore
 from tests.integrations.vector_stores.conftest import DIM, MODEL, unit
 from tests.integrations.vector_stores.test_conformance import fill, item
 
@@ -170,9 +171,13 @@ def test_extra_indexes_are_added_to_an_existing_collection(tmp_path: Path) -> No
 
 
 def test_open_vector_store_picks_the_backend(tmp_path: Path) -> None:
-    """A path opens (or shares) the embedded store; ':memory:' the client's local mode."""
+    """A path opens (or shares) the embedded store, hosted by its first opener over an
+    EdgeVectorStore of this process; ':memory:' the client's local mode."""
     with open_vector_store(tmp_path) as store:
-        assert isinstance(store, EdgeVectorStore)
+        assert isinstance(store, SharedVectorStore)
+        assert store.hosting
+        with pytest.raises(StoreLockedError, match="already open in this process"):
+            EdgeVectorStore(tmp_path)  # the engine underneath holds the directory
         with open_vector_store(str(tmp_path)) as again:
             assert again is store
     with open_vector_store(":memory:") as local:

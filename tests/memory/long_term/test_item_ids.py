@@ -74,8 +74,8 @@ def test_minicluster(tmp_path: Path) -> None:
     from pyflink.datastream import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(1)  # one subtask: one embedded store directory to read back
+    env.set_parallelism(2)  # two Python workers (in process mode), one store
     markers = tmp_path / "markers"
     markers.mkdir()
     outputs = run(env, tmp_path / "vectors", markers)
-    check(outputs, tmp_path / "vectors" / "subtask-0", markers)
+    check(outputs, tmp_path / "vectors", markers)

@@ -43,4 +43,4 @@ def test_long_term_memory_and_knowledge_in_minicluster(tmp_path):
         8: None,  # carol sees nothing of ana's memory
         9: "The Rhine flows into the North Sea.",  # knowledge taught under another key
     }
-    assert (tmp_path / "vectors" / "subtask-0").is_dir()  # the worker's embedded store
+    assert (tmp_path / "vectors" / "flink_agents_memory").is_dir()  # the machine's store

@@ -5,10 +5,9 @@ savepoint and restored at parallelism 3, where it adds more, then stopped again 
 at parallelism 1. After every phase each key recalls all of its notes (``search`` finds
 each one by a question about it, ``get_recent`` returns all of them) and every key finds
 every fact, whichever subtask wrote it. Default configuration (the embedded store under the
-data directory), in both of PyFlink's execution modes. On MiniCluster, process mode is the
-one where subtasks can see different stores: in thread mode every subtask runs in the one
-JVM process, and today they all open the same directory there (the thread-mode runtime
-context has no subtask index, so every dispatcher takes ``subtask-0``).
+data directory), in both of PyFlink's execution modes. Process mode is the demanding one:
+every subtask is a Python process of its own, and they all use the machine's one store
+(the first to open it serves the others), whichever keys Flink gives them.
 
 Each phase is a job of its own in a child process (``rescale_job.py``), fed batch by batch
 through a continuously monitored directory so that it is still running when its savepoint
@@ -37,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.api import AgentsExecutionEnvironment
+from flink_agents.runtime import AgentOptions, LocalRunner
 from flink_agents.runtime.flink import read_json_files
 from tests.memory.long_term.rescale_agents import RescaleAgent
 
@@ -304,19 +303,8 @@ def run_phase(
 @pytest.mark.flink
 @pytest.mark.parametrize(
     "mode",
-    [
-        # On MiniCluster every thread-mode subtask runs in the one JVM process, where all of
-        # them open one store today, so this passes already; it holds the rescale there.
-        "thread",
-        pytest.param(
-            "process",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,  # the recall checks; a broken harness fails outright
-                reason="issue 16: long-term memory layout is per subtask",
-            ),
-        ),
-    ],
+    # Process mode: each subtask a Python process of its own, one store for all of them.
+    ["thread", "process"],
 )
 def test_memories_and_knowledge_survive_rescaling(mode, tmp_path):
     (tmp_path / "input").mkdir()
@@ -343,9 +331,17 @@ def test_memories_and_knowledge_survive_rescaling(mode, tmp_path):
 
 def test_the_local_runner_recalls_everything(tmp_path):
     """The control: all phases' records on the local runner (one store, one process) give
-    exactly the answers the Flink test expects."""
-    environment = AgentsExecutionEnvironment.get_execution_environment(
-        data_dir=str(tmp_path / "data")
-    )
-    answers = environment.from_list(RECORDS, "key").apply(RescaleAgent).to_list()
+    exactly the answers the Flink test expects. Batch by batch, as the Flink phases feed
+    them: a key's run parks until its items are stored, so within one batch another key's
+    recall may run before a fact taught later in the batch."""
+    runner = LocalRunner(RescaleAgent, options=AgentOptions(data_dir=str(tmp_path / "data")))
+    answers = []
+    try:
+        for phase in PHASES:
+            for batch in phase.batches:
+                for record in batch:
+                    answers += runner.feed(record["key"], record)
+                answers += runner.finish()
+    finally:
+        runner.engine.close()
     assert recall_answers(answers) == expected_answers()

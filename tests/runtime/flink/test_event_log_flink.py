@@ -71,3 +71,24 @@ def test_the_event_log_as_a_stream_and_as_files_says_what_the_local_runner_says(
     [final] = [r["values"] for r in written if r["kind"] == "metrics"]
     assert final["numOfInputRunsStarted"] == 3 and final["numOfInputRunsToErrorOutput"] == 1
     assert ("b", 1, "run_finished", None, "error_output") in summary(streamed)
+
+
+def test_each_subtask_writes_its_own_files_in_thread_mode(tmp_path):
+    """Thread mode runs every subtask in one process; each must still know its index (PyFlink
+    2.3's thread-mode context cannot tell it directly) and write only its own directory."""
+    files = tmp_path / "flink"
+    AgentsExecutionEnvironment.get_execution_environment(
+        flink_environment(parallelism=2),
+        error_policy="error-output",
+        action_log="none",
+        event_log_level="standard",
+        event_log_dir=str(files),
+    ).from_list(RECORDS, "k").apply(ObservedAgent).to_list()
+    assert sorted(path.name for path in files.iterdir()) == ["subtask-0", "subtask-1"]
+    finals = [
+        json.loads(line)["values"]["numOfInputRunsStarted"]
+        for path in files.glob("subtask-*/events.jsonl*")
+        for line in path.read_text().splitlines()
+        if json.loads(line)["kind"] == "metrics"
+    ]
+    assert len(finals) == 2 and sum(finals) == 3  # one final record per subtask
