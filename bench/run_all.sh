@@ -31,3 +31,4 @@ if "$PY" -c "import shutil, sys, pathlib; sys.exit(not (shutil.which('py-spy') o
 else
   echo "py-spy not installed: skipping the profile (.venv/bin/pip install py-spy)" | tee "$OUT/profile_dispatcher.txt"
 fi
+"$PY" -m bench.long_term_batching 2>&1 | tee "$OUT/long_term_batching.txt"
