@@ -517,6 +517,10 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the openai client's connection pool expects
     server_version = "flink-agents-scripted-stand-in"
+    # Headers and body go out in two writes: with Nagle's algorithm the body waits for the
+    # client's delayed ACK of the headers, ~40 ms added to every answer on a kept-alive
+    # connection (measured: 44 ms for an embedding with no configured latency).
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def do_GET(self) -> None:

@@ -188,7 +188,7 @@ def test_openai_embeds_over_http(scripted: ScriptedLLMServer) -> None:
     )
     vectors = model.embed(["alpha", "beta", "gamma"])
     assert scripted.call_count("embeddings") == 1
-    assert scripted.calls[0].request["encoding_format"] == "float"
+    assert scripted.calls[0].request["encoding_format"] == "base64"  # a quarter of the bytes
     assert "dimensions" not in scripted.calls[0].request
     assert [len(v) for v in vectors] == [8, 8, 8]
     for vector in vectors:
@@ -197,6 +197,19 @@ def test_openai_embeds_over_http(scripted: ScriptedLLMServer) -> None:
     assert model.embed([]) == []
     assert scripted.call_count("embeddings") == 2
     assert model.model_id == "openai:embed-small@127.0.0.1"
+
+
+def test_openai_reads_floats_from_a_server_that_ignores_base64(scripted: ScriptedLLMServer) -> None:
+    """Some compatible servers answer floats whatever was asked: the same vectors come out."""
+    from flink_agents.integrations.embeddings import _openai
+
+    model = OpenAIEmbeddingModel(model="embed-small", base_url=scripted.base_url, dimension=8)
+    packed = model.embed(["alpha beta"])
+    floats = [_openai._decoded(list(packed[0]))]  # a row of floats passes through as it is
+    [again] = model._vectors(floats, 1)
+    assert all(math.isclose(a, b, abs_tol=1e-12) for a, b in zip(again, packed[0], strict=True))
+    with pytest.raises(EmbeddingError, match="undecodable"):
+        _openai._decoded("not base64!")
 
 
 def test_openai_splits_large_batches(scripted: ScriptedLLMServer) -> None:
