@@ -31,7 +31,13 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.connection import (
+    Client,
+    Connection,
+    Listener,
+    answer_challenge,
+    deliver_challenge,
+)
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +267,7 @@ class SharedVectorStore(VectorStore):
                     return
                 try:
                     reached = self._connection()
-                except OSError:
+                except (OSError, EOFError):  # EOF: a host that died during the handshake
                     pass
                 else:
                     with self._idle_lock:
@@ -295,13 +301,15 @@ class SharedVectorStore(VectorStore):
 
 
 class _Server:
-    """Serves a store's calls to other processes: a thread per connection."""
+    """Serves a store's calls to other processes: a thread per connection, which first
+    authenticates its client (so a client that never completes the handshake holds up
+    nobody else)."""
 
     def __init__(self, store: EdgeVectorStore, address: str, authkey: bytes) -> None:
         self._store = store
         self._address = address
         self._authkey = authkey
-        self._listener = Listener(address, family="AF_UNIX", authkey=authkey)
+        self._listener = Listener(address, family="AF_UNIX")
         self._connections: set[Connection] = set()
         self._busy = 0
         self._state = threading.Condition()
@@ -316,8 +324,10 @@ class _Server:
         every connection: their clients find the next host."""
         with self._state:
             self._closing = True
-        with contextlib.suppress(OSError, EOFError):  # wakes accept() up to see the flag
-            Client(self._address, family="AF_UNIX", authkey=self._authkey).close()
+        # Wake accept() up to see the flag: a bare connect returns once the connection is
+        # queued, whether or not accept() takes this one or another first.
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as wake:
+            wake.connect(self._address)
         self._accepting.join(timeout)
         self._listener.close()
         with self._state:
@@ -330,7 +340,7 @@ class _Server:
         while True:
             try:
                 connection = self._listener.accept()
-            except (OSError, EOFError, AuthenticationError):  # a bad or vanished client
+            except OSError:
                 if self._closing:
                     return
                 continue
@@ -345,6 +355,11 @@ class _Server:
 
     def _serve(self, connection: Connection) -> None:
         try:
+            try:
+                deliver_challenge(connection, self._authkey)
+                answer_challenge(connection, self._authkey)
+            except (OSError, EOFError, AuthenticationError):  # a bad or vanished client
+                return
             while True:
                 try:
                     method, args, kwargs = connection.recv()
