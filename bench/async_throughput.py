@@ -11,12 +11,18 @@ Each limit runs under three configurations: Flink's defaults (process mode), a s
 bundle (``python.fn-execution.bundle.time`` / ``bundle.size``: timers set by the Python
 worker fire in Java and come back as input), and ``python.execution-mode: thread``.
 
-A second table runs a few records per key (1000 keys, some with two records): a key's next
-record waits in ``pending_inputs`` behind its parked run, and at the end of a bounded input
-the drain timers finish such runs one after another.
+A second table runs several records per key (``--per-key``: records over keys, at L = 64):
+a key's next record waits in ``pending_inputs`` behind its parked run, and at the end of a
+bounded input the drain timers finish such runs one after another. A third runs the default
+options (16 async threads, 32 in flight) over 2,000 calls of 50 ms on 200 keys.
 
-Runs/s are computed on the wall time of ``env.execute()`` minus a start-up baseline: the
-same agent over ten records with a 0 s call, timed the same way.
+Runs/s are computed on the job's span: from the moment the first record enters the agent's
+input to the moment its last output leaves it (two pass-through maps note both, in the
+job), so start-up and shut-down are not counted. The older figure, the wall time of
+``env.execute()`` minus a start-up baseline (the same agent over ten records with 0 s
+calls), is printed too: on a shared machine a slow baseline swung it past 100%. With
+``--repeat N`` every job runs N times (the rounds one after another, so a burst of load
+hits one round) and the tables show medians.
 
     PYTHONPATH=/work/main .venv/bin/python -m bench.async_throughput [--limits 1,16,64,256]
 """
@@ -24,12 +30,18 @@ same agent over ten records with a 0 s call, timed the same way.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
+import tempfile
+import time
 
 from pyflink.common import Types
+from pyflink.datastream import MapFunction
 
 from bench import agents
 from bench._common import (
+    RECORD_TYPE,
     Timing,
     discard,
     enable_thread_mode,
@@ -48,10 +60,48 @@ KEYS = 1000
 THREAD = {"python.execution-mode": "thread"}
 
 
+class Stamp(MapFunction):
+    """Passes records on, and writes when it saw the first and the last one to ``path``
+    (``first last``, seconds since the epoch) when the job ends."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def open(self, runtime_context) -> None:
+        self.first: float | None = None
+        self.last = 0.0
+
+    def map(self, value):
+        now = time.time()
+        if self.first is None:
+            self.first = now
+        self.last = now
+        return value
+
+    def close(self) -> None:
+        if self.first is not None:
+            with open(self.path, "w", encoding="ascii") as out:
+                out.write(f"{self.first} {self.last}")
+
+
+def _stamps(path: str) -> tuple[float, float]:
+    with open(path, encoding="ascii") as stamps:
+        first, last = stamps.read().split()
+    return float(first), float(last)
+
+
 def agent_stream(
-    env, records: int, limit: int | None, seconds: float, keys: int, poll_ms: int | None
+    env,
+    records: int,
+    limit: int | None,
+    seconds: float,
+    keys: int,
+    poll_ms: int | None,
+    stamps: str | None = None,
 ):
-    """The agent over ``records`` records; ``limit`` None keeps the default options."""
+    """The agent over ``records`` records; ``limit`` None keeps the default options. With
+    ``stamps`` (a directory), its input and its outputs pass through ``Stamp`` maps that
+    write ``in`` and ``out`` there."""
     options: dict[str, object] = {}
     if limit is not None:
         options = {"num_async_threads": limit, "max_in_flight": limit}
@@ -60,15 +110,17 @@ def agent_stream(
     environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
     plan = compile_agent(agents.SleepyAgent)
     plan = plan.model_copy(update={"config": {**plan.config, "seconds": seconds}})
-    return (
-        environment.from_datastream(
-            keyed_records(env, records, keys),
-            key_selector=agents.record_key,
-            key_type=Types.STRING(),
-        )
+    source = keyed_records(env, records, keys)
+    if stamps is not None:
+        source = source.map(Stamp(os.path.join(stamps, "in")), output_type=RECORD_TYPE)
+    outputs = (
+        environment.from_datastream(source, key_selector=agents.record_key, key_type=Types.STRING())
         .apply(plan)
         .to_datastream()
     )
+    if stamps is not None:
+        outputs = outputs.map(Stamp(os.path.join(stamps, "out")))
+    return outputs
 
 
 def agent_job(
@@ -78,16 +130,20 @@ def agent_job(
     config: dict[str, str],
     poll_ms: int | None = None,
     keys: int | None = None,
-) -> Timing:
-    """``records`` runs over ``keys`` keys (default: one record per key, at least 1000 keys)."""
+) -> tuple[Timing, float]:
+    """``records`` runs over ``keys`` keys (default: one record per key, at least 1000 keys):
+    the job's timing, and its span in seconds (first input to last output)."""
     env = make_env(config=config)
     keys = keys or max(KEYS, records)
-    discard(agent_stream(env, records, limit, seconds, keys, poll_ms))
-    timing = timed(env, f"async L={limit}")
+    with tempfile.TemporaryDirectory(prefix="async-stamps-") as stamps:
+        discard(agent_stream(env, records, limit, seconds, keys, poll_ms, stamps))
+        timing = timed(env, f"async L={limit}")
+        first_in, _ = _stamps(os.path.join(stamps, "in"))
+        _, last_out = _stamps(os.path.join(stamps, "out"))
     produced = agents.COUNTS.pop("async", 0)
     if produced != records and config.get("python.execution-mode") != "thread":
         print(f"  WARNING: {produced} outputs for {records} records", flush=True)
-    return timing
+    return timing, last_out - first_in
 
 
 def verify(config: dict[str, str], poll_ms: int | None) -> None:
@@ -129,11 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated: defaults, small-bundle, thread",
     )
     parser.add_argument(
-        "--drain-records",
-        type=int,
-        default=1100,
-        help="records of the several-per-key case over 1000 keys (0 to skip)",
+        "--per-key",
+        default="1000/1000,1100/1000,3000/500",
+        help="several records per key: comma-separated records/keys, at L=64 ('' to skip)",
     )
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; the tables show medians")
     parser.add_argument(
         "--defaults-records",
         type=int,
@@ -164,65 +220,91 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
+    per_key = [tuple(int(n) for n in pair.split("/")) for pair in args.per_key.split(",") if pair]
     rows, drain_rows, default_rows = [], [], []
     for label, config in configs:
         verify(config, args.poll_ms)  # also the warm-up
-        startup = agent_job(10, 1, 0.0, config, args.poll_ms).wall
-        print(f"  [{label}] start-up baseline (10 records, 0 s calls): {startup:.2f} s", flush=True)
+        jobs: list[tuple[str, int, int | None, float, int | None]] = []  # name, runs, L, s, keys
         for limit in limits:
             n = records_for(limit, args.target_seconds, args.min_records)
-            t = agent_job(n, limit, SECONDS, config, args.poll_ms)
-            net = max(t.wall - startup, 1e-9)
-            ideal, rate = limit / SECONDS, n / net
-            percent = f"{100 * rate / ideal:.0f}%"
-            print(
-                f"  [{label}] L={limit}: {n} runs in {t.wall:.2f} s wall ({net:.2f} s net): "
-                f"{rate:.1f} runs/s, {percent} of ideal; CPU {t.py_cpu:.1f} s Python, "
-                f"{t.jvm_cpu:.1f} s JVM",
-                flush=True,
-            )
-            rows.append((label, limit, n, t.wall, net, rate, ideal, percent))
-        if args.drain_records:
-            n, limit = args.drain_records, 64
-            for records in (KEYS, n):
-                t = agent_job(records, limit, SECONDS, config, args.poll_ms, keys=KEYS)
+            jobs.append(("limit", n, limit, SECONDS, None))
+        for records, keys in per_key:
+            jobs.append(("per-key", records, 64, SECONDS, keys))
+        if args.defaults_records:
+            n = args.defaults_records
+            jobs.append(("defaults", n, None, 0.05, n // 10))
+        startups: list[float] = []
+        nets: dict[int, list[float]] = {i: [] for i in range(len(jobs))}
+        walls: dict[int, list[float]] = {i: [] for i in range(len(jobs))}
+        spans: dict[int, list[float]] = {i: [] for i in range(len(jobs))}
+        for round_ in range(args.repeat):
+            startup = agent_job(10, 1, 0.0, config, args.poll_ms)[0].wall
+            startups.append(startup)
+            print(f"  [{label}] round {round_ + 1}: start-up baseline {startup:.2f} s", flush=True)
+            for i, (kind, n, limit, seconds, keys) in enumerate(jobs):
+                t, span = agent_job(n, limit, seconds, config, args.poll_ms, keys=keys)
                 net = max(t.wall - startup, 1e-9)
+                walls[i].append(t.wall)
+                nets[i].append(net)
+                spans[i].append(span)
+                ideal = _ideal(limit, seconds)
                 print(
-                    f"  [{label}] {records} records over {KEYS} keys, L={limit}: "
-                    f"{t.wall:.2f} s wall, {records / net:.1f} runs/s",
+                    f"  [{label}] {kind} L={limit or 'default'}: {n} runs over "
+                    f"{keys or max(KEYS, n)} keys, calls of {seconds * 1000:.0f} ms: "
+                    f"span {span:.2f} s: {n / span:.1f} runs/s, "
+                    f"{100 * n / span / ideal:.0f}% of ideal; {t.wall:.2f} s wall "
+                    f"({net:.2f} s net: {100 * n / net / ideal:.0f}%); CPU {t.jvm_cpu:.1f} s JVM",
                     flush=True,
                 )
+        print(f"  [{label}] start-up baselines: {', '.join(f'{x:.2f}' for x in startups)} s")
+        for i, (kind, n, limit, seconds, keys) in enumerate(jobs):
+            wall, span = statistics.median(walls[i]), statistics.median(spans[i])
+            rate = statistics.median(n / x for x in spans[i])
+            ideal = _ideal(limit, seconds)
+            percent = f"{100 * rate / ideal:.0f}%"
+            spread = "-".join(f"{100 * n / x / ideal:.0f}" for x in (max(spans[i]), min(spans[i])))
+            net = f"{100 * statistics.median(n / x for x in nets[i]) / ideal:.0f}%"
+            if kind == "limit":
+                rows.append((label, limit, n, wall, span, rate, ideal, percent, spread, net))
+            elif kind == "per-key":
                 drain_rows.append(
-                    (label, records, records - KEYS, limit, t.wall, net, records / net)
+                    (label, n, keys, limit, wall, span, rate, ideal, percent, spread, net)
                 )
-        if args.defaults_records:
-            # Default options (16 async threads, 256 in flight): the ideal is 16 / 50 ms.
-            n, keys, seconds = args.defaults_records, args.defaults_records // 10, 0.05
-            ideal = AgentOptions().num_async_threads / seconds
-            t = agent_job(n, None, seconds, config, args.poll_ms, keys=keys)
-            net = max(t.wall - startup, 1e-9)
-            percent = f"{100 * n / net / ideal:.0f}%"
-            print(
-                f"  [{label}] default options, {n} calls of {seconds * 1000:.0f} ms over {keys} "
-                f"keys: {t.wall:.2f} s wall, {n / net:.1f} runs/s, {percent} of ideal",
-                flush=True,
-            )
-            default_rows.append((label, n, keys, t.wall, net, n / net, ideal, percent))
+            else:
+                default_rows.append((label, n, keys, wall, span, rate, ideal, percent, spread, net))
     print()
     print("one record per key:")
-    headers = ["configuration", "in-flight L", "runs", "wall s", "net s", "runs/s (net)"]
-    print(table([*headers, "ideal L/0.2s", "% of ideal"], rows))
+    headers = ["configuration", "in-flight L", "runs", "wall s", "span s", "runs/s"]
+    print(table([*headers, "ideal L/0.2s", "% of ideal", "range %", "wall - start-up"], rows))
     if drain_rows:
         print()
-        print(f"a few records per key ({KEYS} keys; the extra records queue behind parked runs):")
-        headers = ["configuration", "runs", "keys with 2 runs", "in-flight L", "wall s", "net s"]
-        print(table([*headers, "runs/s (net)"], drain_rows))
+        print("several records per key (the later records of a key queue behind its parked run):")
+        headers = ["configuration", "runs", "keys", "in-flight L", "wall s", "span s", "runs/s"]
+        print(
+            table(
+                [*headers, "ideal L/0.2s", "% of ideal", "range %", "wall - start-up"], drain_rows
+            )
+        )
     if default_rows:
         print()
-        print("default options (16 async threads), 50 ms calls, 10 records per key:")
-        headers = ["configuration", "runs", "keys", "wall s", "net s", "runs/s (net)"]
-        print(table([*headers, "ideal 16/0.05s", "% of ideal"], default_rows))
+        print("default options (16 async threads, 32 in flight), 50 ms calls, 10 records per key:")
+        headers = ["configuration", "runs", "keys", "wall s", "span s", "runs/s"]
+        print(
+            table(
+                [*headers, "ideal 16/0.05s", "% of ideal", "range %", "wall - start-up"],
+                default_rows,
+            )
+        )
+    if args.repeat > 1:
+        print(f"(medians of {args.repeat} rounds; range: the slowest and fastest round)")
     return 0
+
+
+def _ideal(limit: int | None, seconds: float) -> float:
+    """Runs/s at min(num-async-threads, max-in-flight) calls in flight, each ``seconds``."""
+    options = AgentOptions() if limit is None else None
+    slots = limit if options is None else min(options.num_async_threads, options.max_in_flight)
+    return slots / seconds
 
 
 if __name__ == "__main__":

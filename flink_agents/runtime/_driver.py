@@ -24,10 +24,11 @@ changed key written once, when the callback ends.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,6 +38,9 @@ from flink_agents.runtime._engine import RunEngine, RunState, StepResult, Suspen
 from flink_agents.runtime._records import failed_run
 
 logger = logging.getLogger(__name__)
+
+_STEADY_AFTER_CALLS = 8
+"""Calls of an action after which its latency counts as known (see ``_Polling``)."""
 
 
 @dataclass
@@ -56,22 +60,26 @@ class _KeyCache:
     and what it knows of the two memory maps (``CachedState`` caches). Flink's state is
     still written at the end of every callback; the cache only saves reading it back."""
 
-    __slots__ = ("control", "sensory", "short_term")
+    __slots__ = ("control", "end_timer", "sensory", "short_term")
 
     def __init__(self) -> None:
         self.control: KeyControl | None = None
         self.sensory: dict[str, Any] = {}
         self.short_term: dict[str, Any] = {}
+        self.end_timer = False
+        """This driver registered the key's end-of-input timer (it fires once, at the end)."""
 
 
 class _Polling:
-    """How a parked run is being polled: checks so far, and when its call should end."""
+    """How a parked run is being polled: checks so far, when its call should end, and
+    whether to check once early (a call that ends at once) before that."""
 
-    __slots__ = ("expected_at_ms", "polls")
+    __slots__ = ("check_early", "expected_at_ms", "polls")
 
-    def __init__(self, parked_at_ms: int, expected_ms: float | None) -> None:
+    def __init__(self, parked_at_ms: int, expected_ms: float | None, check_early: bool) -> None:
         self.polls = 0
         self.expected_at_ms = None if expected_ms is None else parked_at_ms + round(expected_ms)
+        self.check_early = check_early or expected_ms is None
 
 
 class KeyState(Protocol):
@@ -124,9 +132,17 @@ class KeyDriver:
         self._caches: dict[Any, tuple[CachedState, CachedState]] = {}
         """The memory caches of parked runs (flushed; kept for their action's context)."""
         self._in_flight: set[Future[Any]] = set()
+        self._call_ended = threading.Condition(threading.Lock())
+        """Notified (on an executor thread) whenever a call leaves ``_in_flight``; guards it."""
+        self._calls_ended = 0
         self._polls: dict[Any, _Polling] = {}
         self._expected_ms: dict[str, float] = {}
         """Per action, a moving average of how long its durable calls take to finish."""
+        self._calls_timed: dict[str, int] = {}
+        """Per action, how many of its calls ``_expected_ms`` has seen (up to a few)."""
+        self._due: dict[Any, list[int]] = {}
+        """Per key, the processing-time timers this driver registered that have not fired
+        yet, latest first (so the next to fire is last)."""
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
         self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
         """Recently seen keys, least recent first, at most ``state-cache-keys`` of them.
@@ -169,14 +185,15 @@ class KeyDriver:
             if timers.now_ms() >= control.run.retry_at_ms:
                 yield from self._drive(key, control, state, timers)
                 return
-            timers.wake_at(control.run.retry_at_ms)
-            timers.wake_at_end()
+            self._wake_at(key, control.run.retry_at_ms, timers)
+            self._wake_at_end(key, timers)
         self._set_control(key, state, control)
         self._slow_down_while_queues_grow()
 
     def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
         """A timer of ``key`` fired: resume its parked run if its call is done, retry its
         failed action if the backoff is over, or poll again later."""
+        self._timer_fired(key, timers.now_ms())
         return self._wake(key, state, timers, draining=False)
 
     def on_end_of_input(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
@@ -187,23 +204,29 @@ class KeyDriver:
     # -- running ---------------------------------------------------------------------------
 
     def _wake(self, key: Any, state: KeyState, timers: Timers, draining: bool) -> Iterator[Any]:
+        if draining:
+            known = self._known(key)
+            if known is not None:
+                known.end_timer = False  # it fired
         parked = self.parked.get(key)
         if parked is None:
             control = self._control(key, state)
-            if control.run is not None and (
-                draining or timers.now_ms() >= control.run.retry_at_ms
-            ):
+            if control.run is None:
+                return
+            if draining or timers.now_ms() >= control.run.retry_at_ms:
                 # Restored from a checkpoint, or due for a retry: run the head action again
                 # (at the drain, after the rest of its backoff, as its timer would have).
                 remaining_ms = control.run.retry_at_ms - timers.now_ms()
                 if draining and remaining_ms > 0:
                     time.sleep(remaining_ms / 1000)
                 yield from self._drive(key, control, state, timers, draining=draining)
+            else:  # an earlier timer of the key (a poll of its previous run)
+                self._wake_at(key, control.run.retry_at_ms, timers)
             return
         future = parked[1].future
         if not future.done():
             if not draining:
-                self._poll_later(self._polls[key], timers)
+                self._poll_later(key, self._polls[key], timers)
                 return
             wait([future])
         self._unpark(key)
@@ -273,9 +296,16 @@ class KeyDriver:
                         metrics.run_failed()
                         metrics.run_to_error_output()
                         event_log.run_finished(run.key, run.sequence, "error_output", error=error)
-                        yield self.errors, failed_run(
-                            run.key, run.input, run.sequence, error.action, error.cause,
-                            run.attempts + 1,
+                        yield (
+                            self.errors,
+                            failed_run(
+                                run.key,
+                                run.input,
+                                run.sequence,
+                                error.action,
+                                error.cause,
+                                run.attempts + 1,
+                            ),
                         )
                         break  # run abandoned
                     suspension = None
@@ -295,11 +325,14 @@ class KeyDriver:
                 engine.end(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
-                    yield self.snapshots, {
-                        "key": run.key,
-                        "run_sequence": run.sequence,
-                        "short_term_memory": to_dict(FlatMemory(short_term).root()),
-                    }
+                    yield (
+                        self.snapshots,
+                        {
+                            "key": run.key,
+                            "run_sequence": run.sequence,
+                            "short_term_memory": to_dict(FlatMemory(short_term).root()),
+                        },
+                    )
                 if control.pending == 0:
                     return
                 control.pending -= 1
@@ -411,8 +444,8 @@ class KeyDriver:
                 return True
             run.retry_at_ms = timers.now_ms() + backoff
             run.parked = True
-            timers.wake_at(run.retry_at_ms)
-            timers.wake_at_end()
+            self._wake_at(run.key, run.retry_at_ms, timers)
+            self._wake_at_end(run.key, timers)
             return True
         return False
 
@@ -423,8 +456,13 @@ class KeyDriver:
         started = time.monotonic()
         expected, in_flight = self._expected_ms, self._in_flight
 
+        timed = self._calls_timed
+
         def done(future: Future[Any]) -> None:  # on the executor's thread
-            in_flight.discard(future)
+            with self._call_ended:
+                in_flight.discard(future)
+                self._calls_ended += 1
+                self._call_ended.notify()
             took_ms = (time.monotonic() - started) * 1000
             estimate = expected.get(action)
             # Down at once, up by a quarter of the difference: an estimate that rarely lies
@@ -433,29 +471,39 @@ class KeyDriver:
                 expected[action] = took_ms
             else:
                 expected[action] = estimate + (took_ms - estimate) / 4
+            if timed.get(action, 0) < _STEADY_AFTER_CALLS:
+                timed[action] = timed.get(action, 0) + 1
 
         future.add_done_callback(done)
         run.parked = True
-        polling = _Polling(timers.now_ms(), self._expected_ms.get(action))
+        polling = _Polling(
+            timers.now_ms(),
+            self._expected_ms.get(action),
+            # Once the action has shown its latency, a call that ends within the first
+            # interval would be a first: skip that check (a callback per run).
+            check_early=self._calls_timed.get(action, 0) < _STEADY_AFTER_CALLS,
+        )
         self._polls[run.key] = polling
-        self._poll_later(polling, timers)
-        timers.wake_at_end()
+        self._poll_later(run.key, polling, timers)
+        self._wake_at_end(run.key, timers)
 
     def _unpark(self, key: Any) -> None:
         del self.parked[key]
         self._polls.pop(key, None)
 
-    def _poll_later(self, polling: _Polling, timers: Timers) -> None:
+    def _poll_later(self, key: Any, polling: _Polling, timers: Timers) -> None:
         """Check a parked run again later. Every timer that fires costs a Python call, and
         hundreds of parked runs polling every few ms add up, so:
 
         - without an estimate of the call's duration: a backoff that doubles from
           ``async-poll-interval-ms`` up to ``async-poll-max-interval-ms``;
         - with one (the action's recent calls took that long, see ``_park``): one check
-          after the first interval (a call that ended early), then one when the call is
-          expected to end, then the backoff from its first interval. A call of steady
-          latency is resumed right when it ends, after two or three checks rather than one
-          per backoff step.
+          after the first interval (a call that ended early; not once the action's calls
+          have shown a steady latency), then one when the call is expected to end, then
+          the backoff from its first interval. A call of steady latency is resumed right
+          when it ends, after one or two checks rather than one per backoff step.
+
+        Checks fall on a grid of ``async-poll-interval-ms`` (see ``_wake_at``).
         """
         now = timers.now_ms()
         options = self.options
@@ -464,15 +512,64 @@ class KeyDriver:
             options.async_poll_interval_ms * 2**polling.polls,
         )
         due = now + interval
-        polling.polls += 1
         expected = polling.expected_at_ms
-        if expected is not None and polling.polls > 1 and now < expected:
+        if expected is not None and now < expected and (polling.polls or not polling.check_early):
             due = expected  # skip the backoff steps before the expected end
-        if expected is not None and now < expected <= due:
+        at_expected = expected is not None and now < expected <= due
+        if at_expected:
             due = expected
+        if not self._wake_at(key, due, timers):
+            return  # an earlier timer of the key comes first: decide again then
+        if at_expected:
             polling.expected_at_ms = None
             polling.polls = 0
-        timers.wake_at(due)
+        else:
+            polling.polls += 1
+
+    def _wake_at(self, key: Any, due_ms: int, timers: Timers) -> bool:
+        """Have ``on_timer`` called for ``key`` at ``due_ms`` or earlier; False when a timer
+        of the key already registered comes by then (nothing registered).
+
+        PyFlink fires a key's timers through Flink's timer service, which hands the
+        operator one mail per distinct timestamp: at one timestamp per parked run, the
+        mails queued behind the input and polls fired up to hundreds of ms late
+        (``bench/RESULTS.md``). So due times are rounded up to a multiple of
+        ``async-poll-interval-ms``: the polls of every key due in one interval fire
+        together. And a key gets no second timer while one comes sooner (the poll of a run
+        resumed by a record, which its next run then inherits)."""
+        grid = self.options.async_poll_interval_ms
+        due_ms = -(-due_ms // grid) * grid
+        due = self._due.get(key)
+        if due is None:
+            self._due[key] = [due_ms]
+        elif due[-1] <= due_ms:
+            return False
+        else:
+            due.append(due_ms)
+        timers.wake_at(due_ms)
+        return True
+
+    def _timer_fired(self, key: Any, now_ms: int) -> None:
+        """Forget the key's timers that have fired: those due by now, else (a clock that
+        disagrees, or a runner that calls ``on_timer`` unasked) the next one."""
+        due = self._due.get(key)
+        if due is None:
+            return
+        if due[-1] > now_ms:
+            due.pop()
+        while due and due[-1] <= now_ms:
+            due.pop()
+        if not due:
+            del self._due[key]
+
+    def _wake_at_end(self, key: Any, timers: Timers) -> None:
+        """Have ``on_end_of_input`` called for ``key`` at the end of input (once per key:
+        each registration is a call into the JVM on Flink)."""
+        known = self._known(key)
+        if known is None or not known.end_timer:
+            timers.wake_at_end()
+            if known is not None:
+                known.end_timer = True
 
     def _oldest_in_flight(self) -> int | None:
         """When the oldest parked action of this driver started (its partial calls in the
@@ -487,11 +584,21 @@ class KeyDriver:
         finishes them one at a time."""
         # Parked runs whose call is done count too, until a timer resumes them: counting
         # only running calls let queues grow past the bound while resumes lagged.
-        in_flight = self._in_flight
-        if in_flight and len(self.parked) + self._queued >= self.options.max_in_flight:
-            wait(list(in_flight), return_when=FIRST_COMPLETED)
+        if len(self.parked) + self._queued < self.options.max_in_flight:
+            return
+        with self._call_ended:
+            if self._in_flight:
+                ended = self._calls_ended
+                while self._calls_ended == ended:
+                    self._call_ended.wait()
 
     def _respect_in_flight_limit(self) -> None:
-        """Block (backpressure) while too many durable calls are running."""
-        while len(self._in_flight) >= self.options.max_in_flight:
-            wait(list(self._in_flight), return_when=FIRST_COMPLETED)
+        """Block (backpressure) while too many durable calls are running. A condition the
+        calls' done-callbacks notify, rather than ``wait`` on the futures: that costs a lock
+        per future in flight, every time (hundreds at a large ``max-in-flight``)."""
+        limit = self.options.max_in_flight
+        if len(self._in_flight) < limit:
+            return
+        with self._call_ended:
+            while len(self._in_flight) >= limit:
+                self._call_ended.wait()

@@ -52,8 +52,10 @@ class AgentOptions(BaseModel):
     async_poll_interval_ms: int = Field(5, alias="async-poll-interval-ms", ge=1)
     """First interval at which a parked run checks whether its durable call is done; it
     doubles at every check, up to ``async-poll-max-interval-ms``. Once the action's calls
-    have a duration estimate, the checks are: after this interval, when the call is expected
-    to end, then the doubling backoff from this interval again."""
+    have a duration estimate, the checks are: after this interval (only until the action
+    has shown a steady latency), when the call is expected to end, then the doubling
+    backoff from this interval again. Checks fall on multiples of this interval, so that
+    on Flink the checks of many keys fire together (one timer mail for all of them)."""
     async_poll_max_interval_ms: int = Field(50, alias="async-poll-max-interval-ms", ge=1)
     state_cache_keys: int = Field(4096, alias="state-cache-keys", ge=0)
     """Keys per subtask whose control value and memory the run driver keeps in memory

@@ -147,7 +147,9 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._timers.service = ctx.timer_service()
         self._mirror.maybe_flush()
         key = ctx.get_current_key()
-        if ctx.time_domain() == TimeDomain.EVENT_TIME and timestamp >= DRAIN_TIMESTAMP:
+        # The timestamp first: reading the time domain is a call into the JVM (thread mode),
+        # and no processing-time timer is due that far ahead.
+        if timestamp >= DRAIN_TIMESTAMP and ctx.time_domain() == TimeDomain.EVENT_TIME:
             emitted = self._driver.on_end_of_input(key, self._state, self._timers)
         else:
             emitted = self._driver.on_timer(key, self._state, self._timers)
@@ -211,12 +213,18 @@ class _FlinkKeyState:
 
 
 class _FlinkTimers:
-    """``Timers`` over the timer service of the callback in progress."""
+    """``Timers`` over the timer service of the callback in progress.
+
+    The clock is read in Python: Flink's processing time is the system clock
+    (``System.currentTimeMillis``), and asking the timer service for it is a call into the
+    JVM that cost about 35 us in thread mode, several times per parked run."""
 
     service: Any = None
 
     def now_ms(self) -> int:
-        return self.service.current_processing_time()
+        from time import time_ns  # an entry of sys.modules: cheaper than the JVM call
+
+        return time_ns() // 1_000_000
 
     def wake_at(self, due_ms: int) -> None:
         self.service.register_processing_time_timer(due_ms)

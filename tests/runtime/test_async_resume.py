@@ -1,0 +1,191 @@
+"""How the driver wakes parked runs: polls on a grid of ``async-poll-interval-ms`` (so the
+polls of many keys fire together on Flink), one timer chain per key, one end-of-input timer
+per key, no early check once an action's latency is known, and a wait on a free call slot
+that any call's end ends.
+
+The driver runs over dicts and timers that only record what was asked, on a clock the test
+sets: the schedules are exact, and nothing depends on real time."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import wait
+
+import pytest
+
+from flink_agents.api import Agent, InputEvent, OutputEvent, action
+from flink_agents.plan import bind_plan, to_plan
+from flink_agents.runtime._driver import KeyDriver
+from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._local import LocalKeyState
+from flink_agents.runtime._options import AgentOptions
+
+RELEASE: dict[str, threading.Event] = {}
+
+
+def held(name: str) -> str:
+    """A durable call that ends when the test says so."""
+    RELEASE.setdefault(name, threading.Event()).wait(10)
+    return name.upper()
+
+
+class HeldAgent(Agent):
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        result = await ctx.durable_execute_async(held, event.input)
+        ctx.send_event(OutputEvent(output=result))
+
+
+class RecordingTimers:
+    """One key's timers: what was registered, on a clock the test moves."""
+
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+        self.wakes: list[int] = []
+        self.ends = 0
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def wake_at(self, due_ms: int) -> None:
+        self.wakes.append(due_ms)
+
+    def wake_at_end(self) -> None:
+        self.ends += 1
+
+
+@pytest.fixture
+def driver():
+    drivers: list[KeyDriver] = []
+
+    def make(**options) -> KeyDriver:
+        options = {"async_poll_interval_ms": 5, "async_poll_max_interval_ms": 50, **options}
+        engine = RunEngine(bind_plan(to_plan(HeldAgent)), AgentOptions(**options))
+        drivers.append(KeyDriver(engine, errors="errors", snapshots="snapshots"))
+        return drivers[-1]
+
+    yield make
+    for event in RELEASE.values():
+        event.set()
+    RELEASE.clear()
+    for made in drivers:
+        made.engine.close()
+
+
+def release(driver: KeyDriver, key: str, name: str) -> None:
+    RELEASE.setdefault(name, threading.Event()).set()
+    wait([driver.parked[key][1].future])
+
+
+def test_polls_fall_on_the_grid_of_the_poll_interval(driver):
+    d = driver()
+    state, timers = LocalKeyState(), RecordingTimers(now=1003)
+    list(d.on_record("k", "a", state, timers))
+    assert timers.wakes == [1010]  # 1003 + 5, rounded up to a multiple of 5
+    timers.now = 1011  # fired a little late
+    list(d.on_timer("k", state, timers))
+    assert timers.wakes == [1010, 1025]  # 1011 + 10, rounded up
+    release(d, "k", "a")
+    timers.now = 1025
+    assert list(d.on_timer("k", state, timers)) == ["A"]
+
+
+def test_a_run_resumed_by_a_record_leaves_its_poll_to_the_next_run(driver):
+    d = driver()
+    state, timers = LocalKeyState(), RecordingTimers()
+    list(d.on_record("k", "a", state, timers))
+    assert timers.wakes == [5]
+    release(d, "k", "a")
+    timers.now = 2
+    # The call is done: the record resumes the run, then its own run parks. Its first
+    # check (at 10) would come after the timer still pending at 5: no second timer.
+    assert list(d.on_record("k", "b", state, timers)) == ["A"]
+    assert timers.wakes == [5]
+    timers.now = 5
+    assert list(d.on_timer("k", state, timers)) == []
+    assert timers.wakes == [5, 10]  # the chain goes on from the timer that fired
+    release(d, "k", "b")
+    timers.now = 10
+    assert list(d.on_timer("k", state, timers)) == ["B"]
+    assert timers.wakes == [5, 10]
+
+
+def test_runs_resumed_by_records_share_one_timer_chain(driver):
+    d = driver()
+    state, timers = LocalKeyState(), RecordingTimers()
+    list(d.on_record("k", "a", state, timers))
+    release(d, "k", "a")
+    timers.now = 1
+    assert list(d.on_record("k", "b", state, timers)) == ["A"]
+    timers.now = 5
+    assert list(d.on_timer("k", state, timers)) == []
+    release(d, "k", "b")
+    timers.now = 7
+    assert list(d.on_record("k", "c", state, timers)) == ["B"]  # wants a check at 15
+    timers.now = 10
+    assert list(d.on_timer("k", state, timers)) == []
+    assert timers.wakes == [5, 10, 15]  # one timer pending at a time, c's first check
+
+
+def test_the_end_of_input_timer_is_registered_once_per_key(driver):
+    d = driver()
+    state, timers = LocalKeyState(), RecordingTimers()
+    for n, name in enumerate(["a", "b", "c"]):
+        timers.now = n * 100
+        list(d.on_record("k", name, state, timers))
+        release(d, "k", name)
+        timers.now = n * 100 + 50
+        assert list(d.on_timer("k", state, timers)) == [name.upper()]
+    assert timers.ends == 1
+    # Once it fired, the key's next parked run registers it again.
+    list(d.on_end_of_input("k", state, timers))
+    list(d.on_record("k", "d", state, timers))
+    assert timers.ends == 2
+
+
+def test_without_the_key_cache_the_end_timer_is_registered_at_every_park(driver):
+    d = driver(state_cache_keys=0)
+    state, timers = LocalKeyState(), RecordingTimers()
+    for name in ["a", "b"]:
+        list(d.on_record("k", name, state, timers))
+        release(d, "k", name)
+        timers.now += 50
+        assert list(d.on_timer("k", state, timers)) == [name.upper()]
+    assert timers.ends == 2
+
+
+def test_once_the_latency_is_known_the_first_check_is_at_the_expected_end(driver):
+    d = driver()
+    d._expected_ms["call"] = 200.0
+    d._calls_timed["call"] = 8  # as if eight calls had shown it
+    state, timers = LocalKeyState(), RecordingTimers(now=1000)
+    list(d.on_record("k", "a", state, timers))
+    assert timers.wakes == [1200]  # no check at 1005 first
+    timers.now = 1200
+    list(d.on_timer("k", state, timers))
+    assert timers.wakes == [1200, 1205]  # not done: the backoff from its first interval
+
+
+def test_a_record_waits_for_a_free_call_slot_until_any_call_ends(driver):
+    d = driver(num_async_threads=2, max_in_flight=1)
+    timers = RecordingTimers()
+    states = {key: LocalKeyState() for key in "kl"}
+    list(d.on_record("k", "a", states["k"], timers))
+    started = threading.Event()
+    finished = threading.Event()
+
+    def second() -> None:
+        started.set()
+        list(d.on_record("l", "b", states["l"], timers))
+        finished.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    started.wait(10)
+    assert not finished.wait(0.05)  # blocked: one call in flight, the limit is one
+    RELEASE.setdefault("a", threading.Event()).set()
+    assert finished.wait(10)
+    thread.join(10)
+    assert set(d.parked) == {"k", "l"}  # "a" is done but not resumed; "b" runs
+    assert len(d._in_flight) == 1
