@@ -132,6 +132,9 @@ class KeyDriver:
         self._caches: dict[Any, tuple[CachedState, CachedState]] = {}
         """The memory caches of parked runs (flushed; kept for their action's context)."""
         self._in_flight: set[Future[Any]] = set()
+        self._storing: set[Future[Any]] = set()
+        """Futures of parked runs waiting for their long-term items to be stored (bounded by
+        ``long-term-memory-max-storing``, not ``max-in-flight``); guarded like ``_in_flight``."""
         self._call_ended = threading.Condition(threading.Lock())
         """Notified (on an executor thread) whenever a call leaves ``_in_flight``; guards it."""
         self._calls_ended = 0
@@ -452,9 +455,16 @@ class KeyDriver:
     def _park(self, run: RunState, suspension: Suspended, timers: Timers) -> None:
         self.parked[run.key] = (run, suspension)
         future, action = suspension.future, suspension.action
-        self._in_flight.add(future)
+        if getattr(suspension, "storing", False):
+            # Timed apart from the action's calls: a store takes a batch's time, not a call's.
+            action = f"{action} (storing)"
+            in_flight = self._storing
+        else:
+            in_flight = self._in_flight
+        with self._call_ended:
+            in_flight.add(future)
         started = time.monotonic()
-        expected, in_flight = self._expected_ms, self._in_flight
+        expected = self._expected_ms
 
         timed = self._calls_timed
 
@@ -584,10 +594,16 @@ class KeyDriver:
         finishes them one at a time."""
         # Parked runs whose call is done count too, until a timer resumes them: counting
         # only running calls let queues grow past the bound while resumes lagged.
-        if len(self.parked) + self._queued < self.options.max_in_flight:
+        # Runs parked only until their items are stored have a bound of their own; the
+        # inputs queued behind any parked run count toward max-in-flight, as before.
+        storing = len(self._storing)
+        if (
+            len(self.parked) - storing + self._queued < self.options.max_in_flight
+            and storing < self.options.long_term_memory_max_storing
+        ):
             return
         with self._call_ended:
-            if self._in_flight:
+            if self._in_flight or self._storing:
                 ended = self._calls_ended
                 while self._calls_ended == ended:
                     self._call_ended.wait()
@@ -597,8 +613,9 @@ class KeyDriver:
         calls' done-callbacks notify, rather than ``wait`` on the futures: that costs a lock
         per future in flight, every time (hundreds at a large ``max-in-flight``)."""
         limit = self.options.max_in_flight
-        if len(self._in_flight) < limit:
+        storing_limit = self.options.long_term_memory_max_storing
+        if len(self._in_flight) < limit and len(self._storing) < storing_limit:
             return
         with self._call_ended:
-            while len(self._in_flight) >= limit:
+            while len(self._in_flight) >= limit or len(self._storing) >= storing_limit:
                 self._call_ended.wait()

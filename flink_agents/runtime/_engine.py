@@ -120,6 +120,9 @@ class Suspension:
     context: ActionContext
     coroutine: Coroutine[Any, Any, Any]
     future: Future[Any]
+    storing: bool = False
+    """The action's function has returned; it waits for its long-term items to be stored
+    (``_complete``), not for a durable call."""
 
     @property
     def oldest_call_ms(self) -> int | None:
@@ -521,7 +524,7 @@ class RunEngine:
         in Flink state, only once its writes outside Flink have landed."""
         landing = context.landing() if context.wrote_outside else None
         if landing is not None:
-            return Suspension(action.name, context, _landed(), landing)
+            return Suspension(action.name, context, _landed(), landing, storing=True)
         sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
         return self._apply(

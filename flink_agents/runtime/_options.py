@@ -36,6 +36,14 @@ class AgentOptions(BaseModel):
     it stops taking input (backpressure). Unset: twice ``num-async-threads``, enough to keep
     every thread busy; more only queues calls in front of the threads and inputs behind
     parked runs, which a bounded input's end then finishes one key at a time."""
+    long_term_memory_max_storing: int = Field(
+        512, alias="long-term-memory-max-storing", ge=1
+    )
+    """Runs a subtask lets wait for their long-term memory and knowledge items to be
+    embedded and stored (an action completes only once they are) before it stops taking
+    input; not counted in ``max-in-flight``. Items are embedded in shared batches of up to
+    128: the more runs wait, the larger the batches and the better a remote embedding
+    endpoint's latency is shared."""
     error_policy: ErrorPolicy = Field("fail", alias="error-policy")
     """``fail`` the job (it restarts from its checkpoint), route the run to the
     ``error-output``, or ``retry`` the action with backoff (then the error output)."""
@@ -116,6 +124,7 @@ class AgentOptions(BaseModel):
     @field_validator(
         "num_async_threads",
         "max_in_flight",
+        "long_term_memory_max_storing",
         "retry_max_attempts",
         "retry_initial_backoff_ms",
         "retry_max_backoff_ms",

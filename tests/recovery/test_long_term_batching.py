@@ -59,7 +59,7 @@ USERS = 8
 RECORDS = [
     {"id": i, "user": f"u{i % USERS}", "items": 1 + i % 2, "fact": i % 5 == 0} for i in range(240)
 ]
-FAIL_AT_BATCHES = [12, 40]  # global batch ordinals (a run makes 30 or more: one record per key)
+FAIL_AT_BATCHES = [10, 26]  # global batch ordinals: a job makes 30 or more (30 records per key)
 DELAY_S = 0.04  # per batch: while two batches embed, the next one gathers several records
 PAD = 1000  # bytes per input line in process mode: a few lines fill a 4 KiB network buffer
 PACING = {  # as test_minicluster_failure.py, for the same reason

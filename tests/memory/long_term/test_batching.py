@@ -265,3 +265,33 @@ def test_an_item_that_cannot_be_embedded_fails_the_action_that_added_it(tmp_path
 def _poison(local: LocalRunner) -> None:
     """Make the runner's embedding model refuse texts containing 'poison' from now on."""
     local.engine.long_term._memory.core.embedding.fail_on = "poison"
+
+
+def test_runs_waiting_for_their_items_are_bounded_apart_from_durable_calls(tmp_path):
+    """max-in-flight (1 here) bounds durable calls; runs parked until their items are stored
+    have their own bound, so the adds of many keys still share a batch."""
+    local = runner(tmp_path, max_in_flight=1)
+    try:
+        outputs = []
+        for n, text in enumerate(sentences(8)):
+            outputs += local.feed(f"user-{n}", {"note": text})
+        outputs += local.finish()
+        model = local.engine.long_term._memory.core.embedding
+    finally:
+        local.engine.close()
+    assert sorted(o["found"] for o in outputs) == sorted(sentences(8))
+    assert sum(model.batches) == 8
+    assert len(model.batches) <= 3  # with one run at a time it would be 8 calls of one text
+
+
+def test_a_bound_of_one_storing_run_embeds_one_add_at_a_time(tmp_path):
+    """The bound holds: past it, the operator waits for a store before the next record."""
+    local = runner(tmp_path, long_term_memory_max_storing=1)
+    try:
+        for n, text in enumerate(sentences(4)):
+            local.feed(f"user-{n}", {"note": text})
+        local.finish()
+        model = local.engine.long_term._memory.core.embedding
+    finally:
+        local.engine.close()
+    assert model.batches == [1, 1, 1, 1]
