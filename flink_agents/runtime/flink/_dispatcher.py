@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from time import time_ns
 from typing import Any
 
 from pyflink.common import Types
@@ -222,8 +223,6 @@ class _FlinkTimers:
     service: Any = None
 
     def now_ms(self) -> int:
-        from time import time_ns  # an entry of sys.modules: cheaper than the JVM call
-
         return time_ns() // 1_000_000
 
     def wake_at(self, due_ms: int) -> None:
