@@ -11,23 +11,28 @@ batches grow with the load and a lone text waits at most ``max_delay``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 
 from flink_agents.api._embedding import BaseEmbeddingModel
 
+logger = logging.getLogger(__name__)
+
 Vectors = list[list[float]]
+Embedded = Callable[[Vectors | None, BaseException | None], None]
+"""Told a request's outcome on the batcher's thread: its vectors, or the model's error."""
 
 
 class _Request:
-    __slots__ = ("future", "texts")
+    __slots__ = ("done", "texts")
 
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], done: Embedded) -> None:
         self.texts = texts
-        self.future: Future[Vectors] = Future()
+        self.done = done
 
 
 _STOP = object()
@@ -68,15 +73,31 @@ class EmbeddingBatcher:
 
     def submit(self, texts: Sequence[str]) -> Future[Vectors]:
         """A future of the vectors of ``texts``, in order (failing with the model's error)."""
-        request = _Request(list(texts))
+        future: Future[Vectors] = Future()
+
+        def done(vectors: Vectors | None, error: BaseException | None) -> None:
+            with contextlib.suppress(InvalidStateError):
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(vectors)
+
+        self.then(texts, done)
+        return future
+
+    def then(self, texts: Sequence[str], done: Embedded) -> None:
+        """Embed ``texts`` in a batch, then call ``done(vectors, None)`` (in order of
+        ``texts``) or ``done(None, error)`` on the batcher's thread; ``done`` must not wait
+        for other embeddings. Cheaper than ``submit`` (no future: one is made per added
+        item otherwise). Empty ``texts`` are done at once, on this thread."""
+        request = _Request(list(texts), done)
         if not request.texts:
-            request.future.set_result([])
-            return request.future
+            done([], None)
+            return
         with self._close_lock:
             if self._closed:
                 raise RuntimeError("the embedding batcher is closed")
             self._requests.put(request)
-        return request.future
 
     def close(self, timeout: float | None = 60.0) -> None:
         """Embed what was submitted, then stop (waits up to ``timeout`` seconds)."""
@@ -118,13 +139,19 @@ class EmbeddingBatcher:
                 vectors = self.model.embed(texts)
             except BaseException as error:
                 for request in batch:
-                    with contextlib.suppress(InvalidStateError):
-                        request.future.set_exception(error)
+                    self._tell(request, None, error)
                 return
             start = 0
             for request in batch:
                 end = start + len(request.texts)
-                request.future.set_result(vectors[start:end])
+                self._tell(request, vectors[start:end], None)
                 start = end
         finally:
             self._slots.release()
+
+    @staticmethod
+    def _tell(request: _Request, vectors: Vectors | None, error: BaseException | None) -> None:
+        try:
+            request.done(vectors, error)
+        except Exception:  # the requester's own failure: the batch's other requests go on
+            logger.exception("an embedded batch's callback failed")

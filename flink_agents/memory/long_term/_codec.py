@@ -195,6 +195,10 @@ def item_payload(
     created: tuple[float, float] | None = None,
     compacted: bool = False,
 ) -> dict[str, Any]:
+    """An item's payload. Fields that would repeat another (``created_start``,
+    ``last_accessed_time``: ``created_time``) or hold nothing (no tags, no source) are left
+    out: a store converts every field of every point, and an added item's fields cost more
+    than its vector (``item_from`` puts the values back)."""
     now = CLOCK.now()
     start, end = created if created is not None else (now, now)
     payload: dict[str, Any] = {
@@ -203,22 +207,26 @@ def item_payload(
         "set": settings.name,
         "item_type": settings.item_type,
         "value": value,
-        "created_start": start,
         "created_time": end,
-        "last_accessed_time": now,
-        "tags": sorted(tags),
-        "tag_weights": dict(tags),
     }
+    if start != end:
+        payload["created_start"] = start
+    if now != end:
+        payload["last_accessed_time"] = now
+    if tags:
+        payload["tags"] = sorted(tags)
+        payload["tag_weights"] = dict(tags)
     if source is not None:
         payload["source"] = source
     return payload
 
 
 def item_from(id: str, payload: Mapping[str, Any]) -> MemorySetItem:
-    start, end = payload["created_start"], payload["created_time"]
+    end = payload["created_time"]
+    start = payload.get("created_start", end)
     compacted = payload["kind"] == KIND_COMPACTED
     created: Any = (to_datetime(start), to_datetime(end)) if compacted else to_datetime(end)
-    accessed = payload.get("last_accessed_time")
+    accessed = payload.get("last_accessed_time", end)
     return MemorySetItem(
         id=id,
         memory_set_name=payload["set"],

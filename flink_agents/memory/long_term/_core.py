@@ -21,7 +21,7 @@ from typing import Any
 from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.api._long_term import MemorySetItem
 from flink_agents.integrations.vector_stores import HasId, OrderBy, Point, VectorStore, point_id
-from flink_agents.memory.long_term._batcher import EmbeddingBatcher
+from flink_agents.memory.long_term._batcher import EmbeddingBatcher, Vectors
 from flink_agents.memory.long_term._codec import (
     CLOCK,
     EXTRA_INDEXES,
@@ -35,6 +35,7 @@ from flink_agents.memory.long_term._codec import (
 from flink_agents.memory.long_term._filters import items_filter, set_filter
 
 _STRIPES = 64
+_KNOWN_SETS = 65_536  # settings of memory sets remembered per collection, at most
 
 
 class PendingWrites:
@@ -81,6 +82,39 @@ def landed_future() -> Future[None]:
     return done
 
 
+def store_later(
+    batcher: EmbeddingBatcher,
+    pending: PendingWrites,
+    scope: str,
+    texts: Sequence[str],
+    write: Callable[[Vectors], None],
+    then: Callable[[], None] | None = None,
+) -> Future[None]:
+    """Have ``batcher`` embed ``texts``, then ``write(vectors)`` (on the batcher's thread):
+    a future done once written, failing with the embedding's or the write's error, and
+    tracked in ``pending`` under ``scope`` until then (reads of the scope wait for it).
+    ``then`` runs after a successful write, on the batcher's thread too; it must not wait
+    for writes."""
+    landed: Future[None] = Future()
+    pending.track(scope, landed)
+
+    def embedded(vectors: Vectors | None, error: BaseException | None) -> None:
+        if error is None:
+            try:
+                write(vectors or [])
+            except BaseException as failure:
+                error = failure
+        if error is not None:
+            landed.set_exception(error)
+            return
+        landed.set_result(None)
+        if then is not None:
+            then()
+
+    batcher.then(texts, embedded)
+    return landed
+
+
 class MemoryCore:
     """One collection of memory sets: points in, ``MemorySetItem`` out."""
 
@@ -101,6 +135,11 @@ class MemoryCore:
         )
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
         self._settings_vector = [1.0] + [0.0] * (embedding.dimension - 1)
+        # Settings of sets seen through ``settings(known=True)`` or saved here: an action
+        # opens its set on every run, and a store read per open cost more than its add.
+        # Only this object creates and drops the sets of the keys it serves (a key is served
+        # by one subtask at a time; a new subtask starts with a new object).
+        self._known: dict[tuple[str, str], SetSettings] = {}
 
     def lock(self, key: str, name: str) -> threading.Lock:
         """The lock guarding writes to one key's set (striped: bounded however many keys)."""
@@ -112,9 +151,21 @@ class MemoryCore:
     def settings_id(key: str, name: str) -> str:
         return point_id("memory-set", key, name)
 
-    def settings(self, key: str, name: str) -> SetSettings | None:
+    def settings(self, key: str, name: str, *, known: bool = False) -> SetSettings | None:
+        """A set's settings, None if it does not exist. ``known``: as remembered from an
+        earlier call or save (the path of actions opening their sets); else read from the
+        store (background work, which must see a set dropped meanwhile)."""
+        if known:
+            settings = self._known.get((key, name))
+            if settings is not None:
+                return settings
         found = self.store.get(self.collection, [self.settings_id(key, name)])
-        return SetSettings.from_payload(found[0].payload) if found else None
+        if not found:
+            return None
+        settings = SetSettings.from_payload(found[0].payload)
+        if known:
+            self._remember(key, settings)
+        return settings
 
     def save_settings(self, key: str, settings: SetSettings) -> None:
         # The settings point needs some vector; searches never see it (they filter on kind).
@@ -123,13 +174,21 @@ class MemoryCore:
         )
         with self.lock(key, settings.name):
             self.store.upsert(self.collection, [point])
+            self._remember(key, settings)
 
     def drop_set(self, key: str, name: str) -> bool:
         self.pending.wait(key)
         with self.lock(key, name):
+            self._known.pop((key, name), None)
             existed = self.settings(key, name) is not None
             self.store.delete(self.collection, filter=set_filter(key, name))
         return existed
+
+    def _remember(self, key: str, settings: SetSettings) -> None:
+        known = self._known
+        if len(known) >= _KNOWN_SETS:
+            known.clear()  # rare (that many sets open): read them again
+        known[(key, settings.name)] = settings
 
     # -- items -------------------------------------------------------------------------------
 
@@ -199,27 +258,18 @@ class MemoryCore:
             item_payload(key, settings, value, t, source)
             for value, t in zip(values, tags, strict=True)
         ]
+        lock = self.lock(key, settings.name)
+
+        def write(vectors: Vectors) -> None:
+            points = [
+                Point(i, vector, payload)
+                for i, vector, payload in zip(ids, vectors, payloads, strict=True)
+            ]
+            with lock:
+                self.store.upsert(self.collection, points)
+
         texts = [text_of(decode_value(settings.item_type, v)) for v in values]
-        landed: Future[None] = Future()
-        self.pending.track(key, landed)
-
-        def store(embedded: Future[list[list[float]]]) -> None:  # on the batcher's thread
-            try:
-                points = [
-                    Point(i, vector, payload)
-                    for i, vector, payload in zip(ids, embedded.result(), payloads, strict=True)
-                ]
-                with self.lock(key, settings.name):
-                    self.store.upsert(self.collection, points)
-            except BaseException as error:
-                landed.set_exception(error)
-                return
-            landed.set_result(None)
-            if then is not None:
-                then()
-
-        self.batcher.submit(texts).add_done_callback(store)
-        return landed
+        return store_later(self.batcher, self.pending, key, texts, write, then)
 
     def stored_count(self, key: str, name: str) -> int:
         """The items of one key's set in the store now (not waiting for writes in flight)."""

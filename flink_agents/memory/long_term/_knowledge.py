@@ -23,7 +23,7 @@ from flink_agents.integrations.vector_stores import (
 from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._codec import CLOCK, to_datetime
-from flink_agents.memory.long_term._core import PendingWrites, landed_future
+from flink_agents.memory.long_term._core import PendingWrites, landed_future, store_later
 from flink_agents.memory.long_term._observer import LongTermObserver
 
 KNOWLEDGE_COLLECTION = "flink_agents_knowledge"
@@ -251,28 +251,19 @@ class StoredKnowledgeSet(KnowledgeSet):
         if batcher is None:
             self._write(ids, values, times, times)
             return landed_future()
-        points = [
-            (i, item_payload(self._name, value, t, t))
-            for i, value, t in zip(ids, values, times, strict=True)
+        payloads = [
+            item_payload(self._name, value, t, t) for value, t in zip(values, times, strict=True)
         ]
-        landed: Future[None] = Future()
-        self._k.pending.track(_SCOPE, landed)
         store, collection = self._k.store, self._k.collection
 
-        def write(embedded: Future[list[list[float]]]) -> None:  # on the batcher's thread
-            try:
-                vectors = embedded.result()
-                store.upsert(
-                    collection,
-                    [Point(i, v, p) for (i, p), v in zip(points, vectors, strict=True)],
-                )
-            except BaseException as error:
-                landed.set_exception(error)
-            else:
-                landed.set_result(None)
+        def write(vectors: list[list[float]]) -> None:
+            store.upsert(
+                collection,
+                [Point(i, v, p) for i, v, p in zip(ids, vectors, payloads, strict=True)],
+            )
 
-        batcher.submit([knowledge_text(v) for v in values]).add_done_callback(write)
-        return landed
+        texts = [knowledge_text(v) for v in values]
+        return store_later(batcher, self._k.pending, _SCOPE, texts, write)
 
 
 class _OwnedKnowledgeSet(StoredKnowledgeSet):

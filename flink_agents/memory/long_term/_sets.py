@@ -64,7 +64,7 @@ class KeyedLongTermMemory(LongTermMemory):
         wanted = SetSettings(
             name, type_name(item_type), capacity, strategy_name(capacity_manage_strategy)
         )
-        found = self.owner.core.settings(self.key, name)
+        found = self.owner.core.settings(self.key, name, known=True)
         if found is None:
             self.owner.core.save_settings(self.key, wanted)
         elif found != wanted:
@@ -75,7 +75,7 @@ class KeyedLongTermMemory(LongTermMemory):
         return StoredMemorySet(self, wanted)
 
     def get_memory_set(self, name: str) -> MemorySet:
-        found = self.owner.core.settings(self.key, name)
+        found = self.owner.core.settings(self.key, name, known=True)
         if found is None:
             raise MemorySetNotFoundError(f"no memory set {name!r} for this key")
         return StoredMemorySet(self, found)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 
 from flink_agents.integrations.vector_stores import (
@@ -329,6 +330,25 @@ def test_dimension_mismatch_is_refused(store: VectorStore, coll: str) -> None:
         store.upsert(coll, [Point(point_id("x"), [1.0, 0.0], {})])
     with pytest.raises(ValueError, match="4-dimensional"):
         store.search(coll, [1.0, 0.0, 0.0], limit=1)
+
+
+def test_vectors_of_any_number_type_are_stored_as_floats(store: VectorStore, coll: str) -> None:
+    """A vector may be a list of ints, a tuple or a numpy array; it reads back as floats. A
+    vector holding something other than numbers is a ValueError, and nothing is written."""
+    store.upsert(
+        coll,
+        [
+            Point(point_id("ints"), [0, 1, 0, 0], {"n": 1}),
+            Point(point_id("tuple"), (0.0, 0.0, 1.0, 0.0), {"n": 2}),
+            Point(point_id("numpy"), np.array([0, 0, 0, 1], dtype=np.float32), {"n": 3}),
+        ],
+    )
+    records = store.get(coll, [point_id(n) for n in ("ints", "tuple", "numpy")], with_vectors=True)
+    assert [r.vector for r in records] == [unit(0, 1, 0, 0), unit(0, 0, 1, 0), unit(0, 0, 0, 1)]
+    assert all(type(x) is float for r in records for x in r.vector or [])
+    with pytest.raises(ValueError):
+        store.upsert(coll, [Point(point_id("bad"), [1.0, "up", 0.0, 0.0], {})])
+    assert store.count(coll) == 3
 
 
 def test_model_mismatch_is_refused(store: VectorStore, coll: str) -> None:

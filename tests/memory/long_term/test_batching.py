@@ -121,6 +121,31 @@ def test_a_failed_batch_fails_each_of_its_requests_and_the_next_batch_works():
         batcher.close()
 
 
+def test_a_failing_callback_spoils_no_other_request_of_its_batch(caplog):
+    """``then`` callbacks run on the batcher's thread: one that raises is logged, and the
+    other requests of its batch still get their vectors."""
+    batcher = EmbeddingBatcher(RecordingModel(), max_batch=64, max_delay=0.05)
+    told: list[tuple[int, int | None, BaseException | None]] = []
+
+    def done(n: int):
+        def callback(vectors, error):
+            told.append((n, None if vectors is None else len(vectors), error))
+            if n == 0:
+                raise RuntimeError("the requester's own bug")
+
+        return callback
+
+    try:
+        for n in range(3):
+            batcher.then([f"text {n}"], done(n))
+        batcher.then([], done(9))  # nothing to embed: told at once
+        assert told == [(9, 0, None)]
+    finally:
+        batcher.close()
+    assert sorted(told) == [(0, 1, None), (1, 1, None), (2, 1, None), (9, 0, None)]
+    assert "callback failed" in caplog.text
+
+
 def test_close_embeds_everything_submitted_before_it():
     model = RecordingModel(delay=0.05)
     batcher = EmbeddingBatcher(model, max_batch=4, max_delay=0.001, concurrency=1)

@@ -151,6 +151,49 @@ def test_create_is_idempotent_but_refuses_other_settings(memory: VectorLongTermM
     assert view.create_memory_set("notes", str, capacity=4).size() == 0
 
 
+def test_a_set_opened_again_is_not_read_from_the_store_again(
+    memory: VectorLongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Actions open their set on every run: after the first open (or the create), opening
+    it again reads no settings from the store; a dropped set is read (and missed) again."""
+    view = memory.for_key("k")
+    view.create_memory_set("notes", str, capacity=3)
+    store = memory.core.store
+    reads: list[list[str]] = []
+    real_get = store.get
+    monkeypatch.setattr(
+        store,
+        "get",
+        lambda collection, ids, **kw: reads.append(list(ids)) or real_get(collection, ids, **kw),
+    )
+    for _ in range(3):
+        assert view.create_memory_set("notes", str, capacity=3).capacity == 3
+        assert view.get_memory_set("notes").capacity == 3
+    assert reads == []
+    view.delete_memory_set("notes")
+    with pytest.raises(MemorySetNotFoundError):
+        view.get_memory_set("notes")
+    assert len(reads) == 2  # the delete's check and the get's: neither remembered the set
+
+
+def test_an_added_item_stores_no_field_that_repeats_another(memory: VectorLongTermMemory) -> None:
+    """A plain add stores created_time once (no created_start, no last_accessed_time) and no
+    empty tags: every payload field costs the store a conversion. Reads give the same item."""
+    notes = memory.for_key("k").create_memory_set("notes", str)
+    [plain] = notes.add("plain")
+    [tagged] = notes.add("tagged", tags={"x": 0.5}, source="chat")
+    payloads = {
+        r.id: r.payload for r in memory.core.store.get(memory.core.collection, [plain, tagged])
+    }
+    assert set(payloads[plain]) == {"kind", "key", "set", "item_type", "value", "created_time"}
+    assert payloads[tagged]["tags"] == ["x"]
+    assert payloads[tagged]["source"] == "chat"
+    item = memory.for_key("k").get_memory_set("notes").get(plain)[0]
+    assert item.last_accessed_time == item.created_time
+    assert item.tags == {}
+    assert item.source is None
+
+
 def test_a_reexecuted_action_overwrites_instead_of_duplicating(
     memory: VectorLongTermMemory,
 ) -> None:
