@@ -13,46 +13,20 @@ from concurrent.futures import wait
 
 import pytest
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, action
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
-
-RELEASE: dict[str, threading.Event] = {}
-
-
-def held(name: str) -> str:
-    """A durable call that ends when the test says so."""
-    RELEASE.setdefault(name, threading.Event()).wait(10)
-    return name.upper()
+from tests.runtime.held_agents import HeldAgent, RecordingTimers, release_event, reset_release
 
 
-class HeldAgent(Agent):
-    @action(InputEvent)
-    @staticmethod
-    async def call(event: InputEvent, ctx) -> None:
-        result = await ctx.durable_execute_async(held, event.input)
-        ctx.send_event(OutputEvent(output=result))
-
-
-class RecordingTimers:
-    """One key's timers: what was registered, on a clock the test moves."""
-
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-        self.wakes: list[int] = []
-        self.ends = 0
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def wake_at(self, due_ms: int) -> None:
-        self.wakes.append(due_ms)
-
-    def wake_at_end(self) -> None:
-        self.ends += 1
+@pytest.fixture(autouse=True)
+def fresh_release():
+    """No test sees a release event another test (in any module) created or set."""
+    reset_release()
+    yield
+    reset_release()
 
 
 @pytest.fixture
@@ -66,15 +40,13 @@ def driver():
         return drivers[-1]
 
     yield make
-    for event in RELEASE.values():
-        event.set()
-    RELEASE.clear()
+    reset_release()
     for made in drivers:
         made.engine.close()
 
 
 def release(driver: KeyDriver, key: str, name: str) -> None:
-    RELEASE.setdefault(name, threading.Event()).set()
+    release_event(name).set()
     wait([driver.parked[key][1].future])
 
 
@@ -184,7 +156,7 @@ def test_a_record_waits_for_a_free_call_slot_until_any_call_ends(driver):
     thread.start()
     started.wait(10)
     assert not finished.wait(0.05)  # blocked: one call in flight, the limit is one
-    RELEASE.setdefault("a", threading.Event()).set()
+    release_event("a").set()
     assert finished.wait(10)
     thread.join(10)
     assert set(d.parked) == {"k", "l"}  # "a" is done but not resumed; "b" runs

@@ -9,45 +9,22 @@ from __future__ import annotations
 import threading
 from concurrent.futures import wait
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, action
+import pytest
+
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
-
-RELEASE: dict[str, threading.Event] = {}
-
-
-def held(name: str) -> str:
-    """A durable call that ends when the test says so."""
-    RELEASE[name].wait(10)
-    return name.upper()
+from tests.runtime.held_agents import RELEASE, HeldAgent, RecordingTimers, reset_release
 
 
-class HeldAgent(Agent):
-    @action(InputEvent)
-    @staticmethod
-    async def call(event: InputEvent, ctx) -> None:
-        result = await ctx.durable_execute_async(held, event.input)
-        ctx.send_event(OutputEvent(output=result))
-
-
-class RecordingTimers:
-    def __init__(self) -> None:
-        self.now = 0
-        self.wakes: list[int] = []
-        self.history: list[int] = []
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def wake_at(self, due_ms: int) -> None:
-        self.wakes.append(due_ms)
-        self.history.append(due_ms)
-
-    def wake_at_end(self) -> None:
-        pass
+@pytest.fixture(autouse=True)
+def fresh_release():
+    """No test sees a release event another test (in any module) created or set."""
+    reset_release()
+    yield
+    reset_release()
 
 
 def make_driver(**options) -> KeyDriver:

@@ -1,0 +1,64 @@
+"""An agent whose one durable call ends when the test says so, and timers that only record
+what the driver asked, on a clock the test sets: shared by the driver's polling tests.
+
+``RELEASE`` is shared by every test module that imports it: a test module resets it around
+each test (``reset_release``), so no test sees an event another test created or set."""
+
+from __future__ import annotations
+
+import threading
+
+from flink_agents.api import Agent, InputEvent, OutputEvent, action
+
+RELEASE: dict[str, threading.Event] = {}
+"""The event that ends ``held(name)``, by name; created by whichever comes first, the call or
+the test."""
+
+
+def release_event(name: str) -> threading.Event:
+    """The event that ends ``held(name)``, created if need be."""
+    return RELEASE.setdefault(name, threading.Event())
+
+
+def reset_release() -> None:
+    """End every held call still waiting, and forget all events."""
+    for event in list(RELEASE.values()):
+        event.set()
+    RELEASE.clear()
+
+
+def held(name: str) -> str:
+    """A durable call that ends when the test says so."""
+    release_event(name).wait(10)
+    return name.upper()
+
+
+class HeldAgent(Agent):
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        result = await ctx.durable_execute_async(held, event.input)
+        ctx.send_event(OutputEvent(output=result))
+
+
+class RecordingTimers:
+    """One key's timers: what was registered, on a clock the test moves.
+
+    ``wakes`` is what a test may consume (pop) as it fires them; ``history`` keeps every
+    wake-up asked for; ``ends`` counts end-of-input timers."""
+
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+        self.wakes: list[int] = []
+        self.history: list[int] = []
+        self.ends = 0
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def wake_at(self, due_ms: int) -> None:
+        self.wakes.append(due_ms)
+        self.history.append(due_ms)
+
+    def wake_at_end(self) -> None:
+        self.ends += 1
