@@ -1,8 +1,9 @@
 """An agent whose one durable call ends when the test says so, and timers that only record
 what the driver asked, on a clock the test sets: shared by the driver's polling tests.
 
-``RELEASE`` is shared by every test module that imports it: a test module resets it around
-each test (``reset_release``), so no test sees an event another test created or set."""
+``RELEASE`` is shared by every test module that imports it: a test module resets it before
+each test (``reset_release``) and releases everything after it (``release_all``), so no test
+sees an event another test created or set, and no held call outlives its test."""
 
 from __future__ import annotations
 
@@ -14,22 +15,37 @@ RELEASE: dict[str, threading.Event] = {}
 """The event that ends ``held(name)``, by name; created by whichever comes first, the call or
 the test."""
 
+_DRAINING = threading.Event()
+"""Set by ``release_all``: a held call that starts after it does not wait."""
+
 
 def release_event(name: str) -> threading.Event:
     """The event that ends ``held(name)``, created if need be."""
     return RELEASE.setdefault(name, threading.Event())
 
 
-def reset_release() -> None:
-    """End every held call still waiting, and forget all events."""
+def release_all() -> None:
+    """End every held call, including one that has not yet asked for its event, until the next
+    ``reset_release``: for a test's end, before its engines are closed (closing waits for them).
+    """
+    _DRAINING.set()
     for event in list(RELEASE.values()):
         event.set()
+
+
+def reset_release() -> None:
+    """Forget all events: for a test's start, once the previous test's engines are closed."""
+    _DRAINING.clear()
     RELEASE.clear()
 
 
 def held(name: str) -> str:
     """A durable call that ends when the test says so."""
-    release_event(name).wait(10)
+    event = release_event(name)
+    # Checked after the event is in RELEASE: either release_all sees the event and sets it, or
+    # this sees _DRAINING set (release_all sets it before looking at RELEASE).
+    if not _DRAINING.is_set():
+        event.wait(10)
     return name.upper()
 
 

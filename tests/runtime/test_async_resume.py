@@ -18,7 +18,13 @@ from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
-from tests.runtime.held_agents import HeldAgent, RecordingTimers, release_event, reset_release
+from tests.runtime.held_agents import (
+    HeldAgent,
+    RecordingTimers,
+    release_all,
+    release_event,
+    reset_release,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +32,7 @@ def fresh_release():
     """No test sees a release event another test (in any module) created or set."""
     reset_release()
     yield
-    reset_release()
+    release_all()
 
 
 @pytest.fixture
@@ -40,7 +46,7 @@ def driver():
         return drivers[-1]
 
     yield make
-    reset_release()
+    release_all()
     for made in drivers:
         made.engine.close()
 

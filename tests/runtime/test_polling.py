@@ -16,7 +16,13 @@ from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
-from tests.runtime.held_agents import RELEASE, HeldAgent, RecordingTimers, reset_release
+from tests.runtime.held_agents import (
+    RELEASE,
+    HeldAgent,
+    RecordingTimers,
+    release_all,
+    reset_release,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +30,7 @@ def fresh_release():
     """No test sees a release event another test (in any module) created or set."""
     reset_release()
     yield
-    reset_release()
+    release_all()
 
 
 def make_driver(**options) -> KeyDriver:
@@ -59,8 +65,7 @@ def test_without_an_estimate_a_parked_run_is_polled_with_a_doubling_backoff():
         # What the call took (in real time) is now the action's expected duration.
         assert 0 < driver._expected_ms["call"] < 10_000
     finally:
-        for event in RELEASE.values():
-            event.set()
+        release_all()
         driver.engine.close()
 
 
@@ -78,7 +83,7 @@ def test_the_expected_end_is_checked_between_backoff_steps_then_the_backoff_rest
         assert timers.now == 205
         assert timers.history == [5, 200, 205]
     finally:
-        RELEASE["c"].set()
+        release_all()
         driver.engine.close()
 
 
@@ -94,5 +99,5 @@ def test_a_call_that_ends_on_time_is_resumed_at_its_expected_end():
         assert timers.now == 200  # without the estimate: 225
         assert timers.history == [5, 200]  # two checks, not eight
     finally:
-        RELEASE["d"].set()
+        release_all()
         driver.engine.close()
