@@ -376,3 +376,16 @@ def test_api_key_never_leaks(raw: RawServer) -> None:
     assert "HTTP 401" in str(caught.value)
     assert caught.value.__cause__ is None
     assert caught.value.__context__ is None
+
+
+def test_a_response_that_is_not_embeddings_is_an_embedding_error(raw: RawServer) -> None:
+    """A 200 answer without rows (another route's body, a proxy's page) is a clear error."""
+    model = OpenAIEmbeddingModel(
+        model="embed-small", base_url=raw.base_url, api_key=SECRET, max_retries=0
+    )
+    raw.failures.append((200, {"object": "list", "results": []}))
+    raw.failures.append((200, {"object": "list", "data": [{"embedding": "AAAA"}]}))
+    for _ in range(2):
+        with pytest.raises(EmbeddingError, match="not a list of embeddings"):
+            model.embed(["x"])
+    assert len(model.embed(["x"])[0]) == raw.dimension

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -112,13 +113,16 @@ class OpenAIEmbeddingModel(BaseEmbeddingModel):
         try:
             # base64 (little-endian float32) is a quarter of the JSON floats' size and decodes
             # without parsing; a server that ignores it and sends floats is read as well.
-            response = self._client.embeddings.create(
+            # The raw body: the client's typed response builds a model object per row, which
+            # cost as much as decoding the vectors (the rows are read here, checked below).
+            raw = self._client.embeddings.with_raw_response.create(
                 model=self._model, input=texts, encoding_format="base64", **options
             )
+            body = raw.http_response.content
         except openai.OpenAIError as exc:
             failure = self._describe(exc)
         else:
-            rows = [_decoded(row.embedding) for row in _in_order(response)]
+            rows = [_decoded(row["embedding"]) for row in self._rows(body)]
             return self._vectors(rows, len(texts))
         # Raised outside the handler so the client's exception, which holds the request and
         # its Authorization header, is not chained to ours.
@@ -145,6 +149,21 @@ class OpenAIEmbeddingModel(BaseEmbeddingModel):
         # OpenAI's vectors are unit length already; compatible servers' often are not.
         return (matrix / norms).tolist()
 
+    def _rows(self, body: bytes) -> list[dict[str, Any]]:
+        """The response's rows sorted by ``index`` (servers need not return them in order).
+
+        Raises:
+            EmbeddingError: the body is not an embeddings response.
+        """
+        try:
+            rows = json.loads(body)["data"]
+            return sorted(rows, key=lambda row: row["index"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise EmbeddingError(
+                f"{self._where()}: the server's response is not a list of embeddings "
+                f"({type(error).__name__}: {error})"
+            ) from None
+
     def _describe(self, exc: openai.OpenAIError) -> str:
         status = getattr(exc, "status_code", None)
         kind = type(exc).__name__ + (f" (HTTP {status})" if status is not None else "")
@@ -166,8 +185,3 @@ def _decoded(embedding: Any) -> Any:
         except (ValueError, binascii.Error) as error:
             raise EmbeddingError(f"the server returned an undecodable vector: {error}") from None
     return embedding
-
-
-def _in_order(response: Any) -> list[Any]:
-    """The response's rows sorted by ``index``: servers need not return them in order."""
-    return sorted(response.data, key=lambda row: row.index)

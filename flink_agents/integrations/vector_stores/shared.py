@@ -185,6 +185,10 @@ class SharedVectorStore(VectorStore):
         self._call("delete", collection, None if ids is None else list(ids), filter)
 
     def drop_collection(self, name: str) -> bool:
+        """As ``VectorStore.drop_collection``, with one difference: when the host was lost
+        after the call reached it, the call is sent again to the next host, which finds the
+        collection gone and answers False although this call dropped it. The collection is
+        gone either way; only the answer cannot tell who dropped it."""
         return self._call("drop_collection", name)
 
     def collections(self) -> list[str]:
