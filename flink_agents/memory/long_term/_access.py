@@ -24,7 +24,8 @@ Submit = Callable[[Callable[[], None]], None]
 
 class AccessRecorder:
     """Gathers read item ids per (key, set) and flushes them through ``touch`` in the
-    background (``submit``: the compaction pool, so ``wait_for_compaction`` covers it).
+    background (``submit``: the thread beside the compaction pool, so that its pauses hold
+    up no compaction and ``wait_for_compaction`` covers it).
 
     Args:
         touch: writes ``last_accessed_time`` of some items of one key's set.

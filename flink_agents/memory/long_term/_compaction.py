@@ -82,6 +82,10 @@ class Compactor:
         self.errors: list[BaseException] = []
         """Passes given up after their last attempt (newest last), for inspection."""
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flink-agents-compaction")
+        # Background jobs that pause (access records, paced and gathered over an interval)
+        # run beside the pool: sleeping in a pool worker held up the passes queued behind it.
+        # Its thread starts with the first such job.
+        self._side = ThreadPoolExecutor(1, thread_name_prefix="flink-agents-access")
         self._idle = threading.Condition()
         self._running: set[tuple[str, str]] = set()
         self._again: set[tuple[str, str]] = set()
@@ -101,8 +105,9 @@ class Compactor:
             self._running.add((key, name))
         self.submit(lambda: self._run(key, name), counted=False)
 
-    def submit(self, job: Callable[[], Any], *, counted: bool = True) -> None:
-        """Run ``job`` on the pool, counted by ``wait`` (its errors are logged)."""
+    def submit(self, job: Callable[[], Any], *, counted: bool = True, beside: bool = False) -> None:
+        """Run ``job`` on the pool (``beside``: on the thread beside it, for a job that
+        pauses), counted by ``wait`` (its errors are logged)."""
         with self._idle:
             if self._closed:
                 return
@@ -118,7 +123,7 @@ class Compactor:
                     self._jobs -= 1
                     self._idle.notify_all()
 
-        self._pool.submit(run)
+        (self._side if beside else self._pool).submit(run)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no pass or background job is queued or running; False on timeout."""
@@ -129,6 +134,7 @@ class Compactor:
         """Stop taking work and wait for what is running."""
         with self._idle:
             self._closed = True
+        self._side.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self, key: str, name: str) -> None:

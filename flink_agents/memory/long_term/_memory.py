@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from flink_agents.api._chat import BaseChatModel
@@ -67,7 +68,9 @@ class VectorLongTermMemory:
             initial_wait=retry_initial_wait,
             max_wait=retry_max_wait,
         )
-        self.access = AccessRecorder(self.core.touch, self.compactor.submit, access_interval)
+        self.access = AccessRecorder(
+            self.core.touch, partial(self.compactor.submit, beside=True), access_interval
+        )
 
     @property
     def observer(self) -> LongTermObserver | None:

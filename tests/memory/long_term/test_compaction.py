@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import datetime
 
 from flink_agents.api._chat import ChatMessage
@@ -50,6 +51,29 @@ def test_trim_settles_under_capacity_after_a_burst(make_memory: MemoryFactory) -
         notes.add(f"note {n}")
     assert memory.wait_for_compaction(20)
     assert [i.item for i in notes.get()] == [f"note {n}" for n in range(11, 15)]
+
+
+def test_a_pausing_access_record_holds_up_no_compaction(make_memory: MemoryFactory) -> None:
+    """Recording reads pauses (it gathers reads over an interval, and paces its writes);
+    a compaction scheduled meanwhile runs beside it rather than after it."""
+    memory = make_memory(access_interval=60)
+    released = threading.Event()
+    memory.access._sleep = released.wait  # a pause that ends when the test says so
+    notes = memory.for_key("k").create_memory_set("notes", str, capacity=3)
+    notes.add(["a", "b"])
+    notes.get()  # the first access record is written at once
+    assert memory.wait_for_compaction(10)
+    notes.get()  # the next one waits out the interval (60 s) before it writes
+    try:
+        notes.add(["c", "d", "e"])  # over capacity: a compaction is scheduled
+        deadline = time.monotonic() + 30
+        while notes.size() > 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [i.item for i in notes.get()] == ["c", "d", "e"]
+        assert not memory.wait_for_compaction(0.05)  # the access record still pauses
+    finally:
+        released.set()
+    assert memory.wait_for_compaction(10)
 
 
 def test_summarize_folds_the_oldest_into_one_compacted_item(
