@@ -111,7 +111,11 @@ def store_later(
         if then is not None:
             then()
 
-    batcher.then(texts, embedded)
+    try:
+        batcher.then(texts, embedded)
+    except BaseException as error:  # a closed batcher: nothing will land, readers must not wait
+        landed.set_exception(error)
+        raise
     return landed
 
 

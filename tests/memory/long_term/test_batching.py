@@ -171,6 +171,23 @@ def slow_memory(tmp_path: Path):
     store.close()
 
 
+def test_an_add_refused_by_a_closed_batcher_leaves_no_write_to_wait_for(tmp_path: Path):
+    """An add after the batcher closed raises; the key's reads do not wait for it forever."""
+    store = open_vector_store(tmp_path / "vectors")
+    batcher = EmbeddingBatcher(RecordingModel())
+    memory = VectorLongTermMemory(store, MODEL, batcher=batcher)
+    try:
+        notes = memory.for_key("ana").create_memory_set("notes", str)
+        batcher.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            notes.add("too late")
+        assert memory.wait_for_writes(10)
+        assert notes.size() == 0
+    finally:
+        memory.close()
+        store.close()
+
+
 def test_a_key_reads_its_own_writes_at_once(slow_memory):
     memory, _ = slow_memory
     notes = memory.for_key("ana").create_memory_set("notes", str)
