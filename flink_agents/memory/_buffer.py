@@ -40,12 +40,14 @@ class BufferedState:
     """A ``StateMap`` overlay: reads see the buffered writes, the base is untouched until
     ``delta()`` is applied."""
 
-    __slots__ = ("_base", "_cleared", "_writes")
+    __slots__ = ("_base", "_cleared", "_removed", "_writes")
 
     def __init__(self, base: StateMap) -> None:
         self._base = base
         self._writes: dict[str, Any] = {}
         self._cleared = False
+        self._removed = False
+        """Whether a removal was ever buffered (else every write is a put)."""
 
     def get(self, key: str) -> Any:
         written = self._writes.get(key, _ABSENT)
@@ -64,12 +66,16 @@ class BufferedState:
 
     def remove(self, key: str) -> None:
         self._writes[key] = _REMOVED
+        self._removed = True
 
     def clear(self) -> None:
         self._writes.clear()
         self._cleared = True
 
     def delta(self) -> MemoryDelta:
+        """The net change so far."""
+        if not self._removed:  # every write a put
+            return MemoryDelta(self._cleared, dict(self._writes))
         puts = {k: v for k, v in self._writes.items() if v is not _REMOVED}
         removals = tuple(k for k, v in self._writes.items() if v is _REMOVED)
         return MemoryDelta(self._cleared, puts, removals)

@@ -17,7 +17,7 @@ from typing import Any
 from flink_agents.api._errors import MemoryPathError, MemoryValueError
 from flink_agents.api._memory import MemoryObject
 from flink_agents.memory._state import StateMap
-from flink_agents.memory._values import checked_copy, copy_out
+from flink_agents.memory._values import IMMUTABLE, checked_copy, copy_out
 
 ROOT = ""
 
@@ -200,9 +200,31 @@ class StoredMemoryObject(MemoryObject):
         self.key = key
 
     def get(self, path: str) -> Any:
+        if type(path) is str and path and "." not in path:  # one field: the common case
+            key = f"{self.key}.{path}" if self.key else path
+            stored = self.memory.state.get(key)
+            kind = type(stored)
+            if kind in IMMUTABLE:
+                return stored
+            if kind is ObjectMarker:
+                return StoredMemoryObject(self.memory, key)
+            return copy_out(stored)
         return self.memory.read(join(self.key, check_path(path)))
 
     def set(self, path: str, value: Any) -> None:
+        if type(value) in IMMUTABLE and type(path) is str and path and "." not in path:
+            # A plain value for a field the object already has, which holds no object:
+            # the common case, one put (what ``write_value`` would do, without its checks).
+            key = f"{self.key}.{path}" if self.key else path
+            state = self.memory.state
+            marker = state.get(self.key)
+            if (
+                type(marker) is ObjectMarker
+                and path in marker.fields
+                and type(state.get(key)) is not ObjectMarker
+            ):
+                state.put(key, value)
+                return
         target = join(self.key, check_path(path))
         if isinstance(value, StoredMemoryObject):
             self.memory.write_copy(target, value)

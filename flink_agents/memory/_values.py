@@ -14,6 +14,8 @@ from pydantic import BaseModel
 from flink_agents.api._errors import MemoryValueError
 
 _IMMUTABLE = (type(None), bool, int, float, str, bytes)
+IMMUTABLE = frozenset(_IMMUTABLE)
+"""The value types stored and read as they are (exactly these types, not subclasses)."""
 _ALLOWED = (
     "memory values must be None, bool, int, float, str, bytes, lists and str-keyed dicts "
     "of those, or pydantic models"

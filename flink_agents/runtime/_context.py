@@ -28,7 +28,30 @@ NO_CHANGE = MemoryDelta()
 
 
 class ActionContext(RunnerContext):
-    """Buffers one action's memory writes and events until the engine commits them."""
+    """Buffers one action's memory writes and events until the engine commits them.
+
+    One is made per action execution, on the hot path: what most executions never touch
+    (a recorder, an id minter, memory buffers, sub-runs) starts as a class-level default
+    and is set on the instance only when used."""
+
+    # Per-execution state that starts empty: class-level defaults, shadowed on first use.
+    last_call_replayed = False
+    """Whether the latest durable call was answered from the action log (built-in
+    actions count a model's tokens only when it was really called)."""
+    infrastructure_error: Exception | None = None
+    """A failure of the action log met by a sub-run of this action: the job fails,
+    even if the action caught it."""
+    recorder: CallRecorder | None = None
+    """Records durable calls in the action log: made by the first durable call (None:
+    no call yet, or no log and calls just run)."""
+    sent: Sequence[Event] = ()
+    """The events sent so far (a list once one is sent)."""
+    _sub_calls = 0
+    _ids: IdMinter | None = None
+    _sensory_buffer: BufferedState | None = None
+    _short_term_buffer: BufferedState | None = None
+    _sensory_root: MemoryObject | None = None
+    _short_term_root: MemoryObject | None = None
 
     def __init__(
         self,
@@ -38,50 +61,39 @@ class ActionContext(RunnerContext):
         resources: ResourceCache,
         config: Mapping[str, Any],
         executor: Executor,
-        recorder: Callable[[], CallRecorder] | None = None,
+        recorder: Callable[[Any, int, int, str, bool], CallRecorder] | None = None,
         *,
         long_term: LongTermProvider | None = None,
-        identity: Callable[[], Sequence[str | int]] | None = None,
+        identity: Callable[[Any, int, int, str], Sequence[str | int]] | None = None,
         origin: tuple[int, int, str] = (0, 0, ""),
         sub_runs: Callable[[], Any] | None = None,
         metrics: AgentMetrics | None = None,
+        retried: bool = False,
     ) -> None:
+        """``recorder`` makes the execution's call recorder and ``identity`` the identity
+        of its writes outside Flink, both from the key, ``origin`` and (the recorder)
+        ``retried``, whether an earlier attempt of this execution may have recorded calls;
+        they are called only when needed (functions bound once, not one per execution)."""
         self._key = key
-        self._metrics = metrics
-        self.last_call_replayed = False
-        """Whether the latest durable call was answered from the action log (built-in
-        actions count a model's tokens only when it was really called)."""
+        self._sensory = sensory
+        self._short_term = short_term
+        self._resources = resources
+        self._config = config
+        self._executor = executor
+        self._new_recorder = recorder
+        self._long_term = long_term
+        self._identity = identity
         self.origin = origin
         """Run sequence, step and action name this execution is recorded under."""
         self._sub_runs = sub_runs
-        self._sub_calls = 0
-        self.infrastructure_error: Exception | None = None
-        """A failure of the action log met by a sub-run of this action: the job fails,
-        even if the action caught it."""
-        self._long_term = long_term
-        self._identity = identity
-        self._ids: IdMinter | None = None
-        self._new_recorder = recorder
-        self.recorder: CallRecorder | None = None
-        """Records durable calls in the action log: made by the first durable call (None:
-        no call yet, or no log and calls just run)."""
-        self._sensory = sensory
-        self._short_term = short_term
-        self._executor = executor
-        # Built on first use: most actions touch one memory tier, many none.
-        self._sensory_buffer: BufferedState | None = None
-        self._short_term_buffer: BufferedState | None = None
-        self._sensory_root: MemoryObject | None = None
-        self._short_term_root: MemoryObject | None = None
-        self._resources = resources
-        self._config = config
-        self.sent: list[Event] = []
+        self._metrics = metrics
+        self._retried = retried
 
     def call_recorder(self) -> CallRecorder | None:
         """The recorder of this execution's durable calls, made on first use (None without
         an action log). Made lazily: an action that calls nothing never needs one."""
         if self.recorder is None and self._new_recorder is not None:
-            self.recorder = self._new_recorder()
+            self.recorder = self._new_recorder(self._key, *self.origin, self._retried)
         return self.recorder
 
     @property
@@ -101,7 +113,10 @@ class ActionContext(RunnerContext):
         """Mints the ids of everything this execution writes outside Flink state (one
         minter per execution; its identity is computed on first use)."""
         if self._ids is None:
-            self._ids = IdMinter(self._identity)
+            identity = self._identity
+            if identity is not None:
+                identity = partial(identity, self._key, *self.origin)
+            self._ids = IdMinter(identity)
         return self._ids
 
     @property
@@ -113,7 +128,10 @@ class ActionContext(RunnerContext):
             raise TypeError(f"send_event takes an Event, got {type(event).__name__}")
         if isinstance(event, InputEvent):
             raise FlinkAgentsError("actions cannot send an InputEvent: the framework creates it")
-        self.sent.append(event)
+        if self.sent:
+            self.sent.append(event)
+        else:
+            self.sent = [event]
 
     @property
     def sensory_memory(self) -> MemoryObject:

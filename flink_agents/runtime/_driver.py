@@ -57,15 +57,17 @@ class KeyControl:
 
 class _KeyCache:
     """What the driver keeps of one key between callbacks: the control value it last wrote
-    and what it knows of the two memory maps (``CachedState`` caches). Flink's state is
-    still written at the end of every callback; the cache only saves reading it back."""
+    and the key's two memory maps as write-back ``CachedState``s, which know what was read
+    and written before. Flink's state is still written at the end of every callback (the
+    maps are flushed, so they start the next callback clean); the cache only saves reading
+    it back, and making the maps again."""
 
     __slots__ = ("control", "end_timer", "sensory", "short_term")
 
     def __init__(self) -> None:
         self.control: KeyControl | None = None
-        self.sensory: dict[str, Any] = {}
-        self.short_term: dict[str, Any] = {}
+        self.sensory: CachedState | None = None
+        self.short_term: CachedState | None = None
         self.end_timer = False
         """This driver registered the key's end-of-input timer (it fires once, at the end)."""
 
@@ -160,18 +162,27 @@ class KeyDriver:
     # -- callbacks -------------------------------------------------------------------------
 
     def on_record(self, key: Any, record: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
-        """A record of ``key`` arrived: start its run, or queue it behind the one in progress."""
+        """A record of ``key`` arrived: start its run, or queue it behind the one in progress.
+        (Not a generator itself: the common case hands back ``_drive``'s, one level less
+        per record.)"""
         journal = self.engine.journal
         if journal is not None:
             pruned = journal.maybe_prune(self._oldest_in_flight)
             if pruned:
                 self.metrics.log_pruned(pruned)
-        parked = self.parked.get(key)
-        control = self._control(key, state)
+        known = self._known(key)
+        control = self._control(key, state, known)
         if control.run is None:
-            self._respect_in_flight_limit()
-            yield from self._drive(key, control, state, timers, record=record)
-            return
+            if self._in_flight or self._storing:
+                self._respect_in_flight_limit()
+            return self._drive(key, control, state, timers, record=record, known=known)
+        return self._queue(key, record, control, state, timers)
+
+    def _queue(
+        self, key: Any, record: Any, control: KeyControl, state: KeyState, timers: Timers
+    ) -> Iterator[Any]:
+        """Queue ``record`` behind the key's run in progress (and resume that run if it can)."""
+        parked = self.parked.get(key)
         state.push_pending(record)
         control.pending += 1
         self._queued += 1
@@ -246,16 +257,19 @@ class KeyDriver:
         *,
         record: Any = None,
         resume: tuple[RunState, Suspended] | None = None,
+        known: _KeyCache | bool | None = False,
     ) -> Iterator[Any]:
         """Run the key's run in progress (``resume``: a parked run, live, with its done
         call; else the one in state, restored or due for a retry; else a new one for
         ``record``), then its queued inputs, until all end or one parks. The control value
-        is written once, at the end."""
+        is written once, at the end. (``known``: the key's cache entry, when the caller has
+        it already.)"""
         engine = self.engine
         metrics, event_log = self.metrics, self.event_log
         logging_events = event_log.enabled
         suspension = None
-        known = self._known(key)
+        if known is False:
+            known = self._known(key)
         if resume is not None:
             run, suspension = resume
             # The parked action's context reads and writes through the caches it started with.
@@ -263,13 +277,15 @@ class KeyDriver:
         else:
             if known is None:
                 sensory, short_term = CachedState(state.sensory), CachedState(state.short_term)
+            elif known.sensory is None:
+                sensory = known.sensory = CachedState(state.sensory)
+                short_term = known.short_term = CachedState(state.short_term)
             else:
-                sensory = CachedState(state.sensory, known.sensory)
-                short_term = CachedState(state.short_term, known.short_term)
+                sensory, short_term = known.sensory, known.short_term
             run = control.run if control.run is not None else self._start(key, control, record)
         try:
             while True:
-                while not run.finished:
+                while run.queue or run.ready:
                     started = time.perf_counter() if logging_events else 0.0
                     try:
                         if suspension is not None:
@@ -321,10 +337,12 @@ class KeyDriver:
                     metrics.action_completed(outcome.action, len(outcome.events), outcome.replayed)
                     if logging_events:
                         self._log_action(run, outcome, started)
-                    yield from outcome.outputs
+                    if outcome.outputs:
+                        yield from outcome.outputs
                 else:
                     metrics.run_succeeded()
-                    event_log.run_finished(run.key, run.sequence, "succeeded")
+                    if logging_events:
+                        event_log.run_finished(run.key, run.sequence, "succeeded")
                 engine.end(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
@@ -342,12 +360,15 @@ class KeyDriver:
                 self._queued = max(0, self._queued - 1)
                 run = self._start(key, control, state.pop_pending())
         finally:  # Flink's state is complete whenever this callback returns
-            sensory.flush()
-            short_term.flush()
+            if sensory.dirty:
+                sensory.flush()
+            if short_term.dirty:
+                short_term.flush()
             state.set_control(control)
             if known is not None:
                 known.control = control
-                known.sensory, known.short_term = sensory.cache, short_term.cache
+                # (A resumed run's maps: those it parked with, which may predate the entry.)
+                known.sensory, known.short_term = sensory, short_term
 
     # -- the per-key cache ------------------------------------------------------------------
 
@@ -367,9 +388,13 @@ class KeyDriver:
             keys.move_to_end(key)
         return known
 
-    def _control(self, key: Any, state: KeyState) -> KeyControl:
-        """The key's control value: the one this driver last wrote, else read from state."""
-        known = self._known(key)
+    def _control(
+        self, key: Any, state: KeyState, known: _KeyCache | bool | None = False
+    ) -> KeyControl:
+        """The key's control value: the one this driver last wrote, else read from state.
+        (``known``: the key's cache entry, when the caller has it already.)"""
+        if known is False:
+            known = self._known(key)
         if known is not None and known.control is not None:
             return known.control
         control = state.control() or KeyControl()
@@ -387,7 +412,8 @@ class KeyDriver:
         control.sequence += 1
         self.metrics.run_started()
         self.metrics.event_processed()  # its input event
-        self.event_log.run_started(key, control.sequence, record)
+        if self.event_log.enabled:
+            self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)
 
     # -- the event log ------------------------------------------------------------------------

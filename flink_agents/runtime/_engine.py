@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from functools import partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -244,6 +243,12 @@ class RunEngine:
         )
         """The ``async def`` actions, which run side by side with the ``async def``
         actions next to them listening to the same event (``parallel-actions``)."""
+        self._listeners: dict[type, tuple[str, ...]] = {}
+        """Per event type, the names of the actions it triggers, in plan order."""
+        # Bound once: every action context gets them (``_context``).
+        self._recorder_of = self._new_recorder if self.journal is not None else None
+        self._identity_of_writes = self._writer_identity
+        self._sub_runs_of = self.sub_runs
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -383,7 +388,7 @@ class RunEngine:
             result = action.function(pending.event, context)
         except Exception as error:
             raise self._failure(run, action, error, context) from error
-        if inspect.iscoroutine(result):
+        if result is not None and inspect.iscoroutine(result):
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
 
@@ -410,28 +415,27 @@ class RunEngine:
         short_term: StateMap,
     ) -> ActionContext:
         """A fresh context for executing ``action`` as step ``step`` of ``run``."""
-        step, name = self._identity_of(run, step, action.name)
-        new_recorder = None
-        if self.journal is not None:
-            # Made by the action's first durable call: most actions make none.
-            new_recorder = partial(
-                self._new_recorder, run.key, run.sequence, step, name, run.attempts > 0
-            )
+        name = action.name
+        config = self._configs[name]
+        if type(run) is not RunState:
+            step, name = self._identity_of(run, step, name)
         return ActionContext(
             run.key,
             sensory,
             short_term,
             self.resources,
-            self._configs[action.name],
+            config,
             self.executor,
-            new_recorder,
+            # Made by the action's first durable call: most actions make none.
+            self._recorder_of,
             long_term=self.long_term,
             # The identity of its id minter, computed only if the action writes outside
             # Flink (long-term memory, knowledge, external ids): off the hot path.
-            identity=partial(self._writer_identity, run.key, run.sequence, step, name),
+            identity=self._identity_of_writes,
             origin=(run.sequence, step, name),
-            sub_runs=self.sub_runs,
+            sub_runs=self._sub_runs_of,
             metrics=self.metrics,
+            retried=run.attempts > 0,
         )
 
     def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:
@@ -530,10 +534,15 @@ class RunEngine:
         are still being embedded, suspend it until they are stored (like an awaited call:
         the run parks, other keys go on). So an action counts as complete, in the log and
         in Flink state, only once its writes outside Flink have landed."""
-        landing = context.landing() if context.wrote_outside else None
-        if landing is not None:
-            return Suspension(action.name, context, _landed(), landing, storing=True)
-        sensory_delta, short_term_delta = self._record(run, action, context)
+        if context.wrote_outside:
+            landing = context.landing()
+            if landing is not None:
+                return Suspension(action.name, context, _landed(), landing, storing=True)
+            sensory_delta, short_term_delta = self._record(run, action, context)
+        elif context.recorder is None and context.infrastructure_error is None:
+            sensory_delta, short_term_delta = context.deltas()  # nothing to record
+        else:
+            sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
         return self._apply(
             run, action.name, sensory_delta, short_term_delta, context.sent, sensory, short_term
@@ -723,22 +732,40 @@ class RunEngine:
                 short_term_delta.apply_to(short_term)
             else:
                 apply_rebased(short_term_delta, bases[1], short_term)
-        run.queue.popleft()
+        queue = run.queue
+        queue.popleft()
         run.steps += 1
         run.attempts = 0
+        if not events:
+            return StepResult(action, run.steps, sensory_delta, short_term_delta, (), ())
         outputs = []
+        listeners = self._listeners
         for event in events:
-            if type(event) is OutputEvent or isinstance(event, OutputEvent):
+            kind = type(event)
+            if kind is OutputEvent or isinstance(event, OutputEvent):
                 outputs.append(event.output)
-            self._enqueue(run, event)
+            names = listeners.get(kind)
+            if names is None:
+                names = self._listening(kind)
+            for name in names:
+                queue.append(PendingAction(name, event))
         return StepResult(
             action, run.steps, sensory_delta, short_term_delta, tuple(events), tuple(outputs)
         )
 
     def _enqueue(self, run: RunState, event: Event) -> None:
+        kind = type(event)
+        names = self._listeners.get(kind)
+        if names is None:
+            names = self._listening(kind)
         queue = run.queue
-        for action in self.plan.actions_for(type(event)):
-            queue.append(PendingAction(action.name, event))
+        for name in names:
+            queue.append(PendingAction(name, event))
+
+    def _listening(self, kind: type) -> tuple[str, ...]:
+        """The names of the actions an event of type ``kind`` triggers (remembered)."""
+        names = self._listeners[kind] = tuple(a.name for a in self.plan.actions_for(kind))
+        return names
 
     @staticmethod
     def _failure(
