@@ -425,7 +425,7 @@ class RunEngine:
             short_term,
             self.resources,
             config,
-            self.executor,
+            self._executor or self.executor,
             # Made by the action's first durable call: most actions make none.
             self._recorder_of,
             long_term=self.long_term,
