@@ -622,3 +622,55 @@ def test_a_model_that_cannot_be_serialized_is_refused_at_set() -> None:
     assert root.get_field_names() == []
     root.set("ok", Holder(payload={"n": 1}))
     assert root.get("ok") == Holder(payload={"n": 1})
+
+
+# -- one field at a time (the common case, which skips the path checks) ---------------------
+
+
+def test_a_plain_value_over_a_field_holding_an_object_drops_the_object() -> None:
+    state = DictState()
+    root = FlatMemory(state).root()
+    root.new_object("profile").set("name", "Ada")
+    root.set("profile", 3)
+    assert state.data == {"": ObjectMarker(("profile",)), "profile": 3}
+    assert root.get("profile") == 3
+
+
+def test_one_field_writes_and_reads_keep_the_map_well_formed() -> None:
+    state = DictState()
+    root = FlatMemory(state).root()
+    root.set("count", 1)  # no root marker yet: created
+    root.set("count", 2)  # the field exists: one put
+    child = root.new_object("child")
+    child.set("n", 5)
+    child.set("n", 6)
+    root.set("color", Color.RED)  # a str subclass: stored as given, by the general path
+    assert state.data == {
+        "": ObjectMarker(("count", "child", "color")),
+        "count": 2,
+        "child": ObjectMarker(("n",)),
+        "child.n": 6,
+        "color": Color.RED,
+    }
+    assert isinstance(root.get("child"), MemoryObject)
+    assert child.get("n") == 6 and root.get("missing") is None
+
+
+def test_one_field_reads_hand_out_copies() -> None:
+    root = FlatMemory(DictState()).root()
+    root.set("items", [1, [2]])
+    got = root.get("items")
+    got[1].append(3)
+    assert root.get("items") == [1, [2]]
+
+
+def test_one_field_writes_still_refuse_bad_paths_and_values() -> None:
+    root = FlatMemory(DictState()).root()
+    root.set("x", 1)
+    with pytest.raises(MemoryPathError):
+        root.set("", 2)
+    with pytest.raises(MemoryPathError):
+        root.get("")
+    with pytest.raises(MemoryValueError):
+        root.set("x", socket.socket)
+    assert root.get("x") == 1
