@@ -34,10 +34,16 @@ of every run that wrote some, reaches Flink state only when a run parks."""
 class CachedState:
     """``StateMap`` over ``base``: reads are cached, writes are kept until ``flush``."""
 
-    __slots__ = ("_base", "_cache", "_cleared", "_dirty")
+    __slots__ = ("_base", "_cache", "_cleared", "_dirty", "_put_all")
 
-    def __init__(self, base: StateMap, cache: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, base: StateMap, cache: dict[str, Any] | None = None, *, put_all: bool = False
+    ) -> None:
+        """``put_all``: write several puts with one ``base.put_all(dict)`` (PyFlink's
+        MapState in thread mode: one call into the JVM instead of one per key; its process
+        mode's ``put_all`` cannot take a dict)."""
         self._base = base
+        self._put_all = base.put_all if put_all else None
         # ``cache``: what an earlier ``CachedState`` over the same base read, kept by the
         # caller between callbacks; valid as long as every write to ``base`` goes through a
         # ``CachedState`` sharing it (the run driver's per-key cache).
@@ -99,7 +105,8 @@ class CachedState:
         return self._cleared or bool(self._dirty)
 
     def flush(self) -> None:
-        """Write what changed to the base map (a clear first, then puts and removals)."""
+        """Write what changed to the base map (a clear first, then removals and puts; the
+        puts in one ``put_all`` when asked for and there are several)."""
         cache = self._cache
         if self._cleared:
             self._base.clear()
@@ -109,10 +116,22 @@ class CachedState:
             for key in [k for k, v in cache.items() if v is _NONE and k not in self._dirty]:
                 cache[key] = _MISSING
             cache[_COMPLETE] = cache[_EMPTY] = True
-        for key, value in self._dirty.items():
-            if value is _MISSING:
-                self._base.remove(key)
-            else:
-                self._base.put(key, value)
+        dirty = self._dirty
+        if len(dirty) > 1 and self._put_all is not None:
+            puts = {}
+            for key, value in dirty.items():
+                if value is _MISSING:
+                    self._base.remove(key)
+                else:
+                    puts[key] = value
+            if puts:
+                self._put_all(puts)  # one call for every put
                 cache.pop(_EMPTY, None)
-        self._dirty.clear()
+        else:
+            for key, value in dirty.items():
+                if value is _MISSING:
+                    self._base.remove(key)
+                else:
+                    self._base.put(key, value)
+                    cache.pop(_EMPTY, None)
+        dirty.clear()

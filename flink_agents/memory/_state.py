@@ -10,7 +10,8 @@ from typing import Any, Protocol
 
 
 class StateMap(Protocol):
-    """A string-keyed map. ``get`` returns None for a missing key."""
+    """A string-keyed map. ``get`` returns None for a missing key. A map may also have
+    ``put_all(dict)``, which ``CachedState`` can use to write several entries at once."""
 
     def get(self, key: str) -> Any: ...
 
@@ -36,6 +37,9 @@ class DictState:
 
     def put(self, key: str, value: Any) -> None:
         self.data[key] = value
+
+    def put_all(self, entries: dict[str, Any]) -> None:
+        self.data.update(entries)
 
     def remove(self, key: str) -> None:
         self.data.pop(key, None)

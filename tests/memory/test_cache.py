@@ -109,3 +109,48 @@ def test_a_map_known_to_be_empty_is_not_cleared_again():
     resumed.clear()
     resumed.flush()
     assert base.clears == 2 and base.data == {}
+
+
+@given(st.dictionaries(KEYS, VALUES), OPS)
+def test_writing_puts_together_leaves_the_same_map(initial, ops) -> None:
+    model = DictState(dict(initial))
+    base = DictState(dict(initial))
+    cached = CachedState(base, put_all=True)
+    for op, *args in ops:
+        if op == "flush":
+            cached.flush()
+            continue
+        getattr(model, op)(*args)
+        getattr(cached, op)(*args)
+    cached.flush()
+    assert base.data == model.data
+
+
+def test_several_puts_are_one_put_all_and_removals_stay_single():
+    class Recording(DictState):
+        def __init__(self, data: dict[str, Any]) -> None:
+            super().__init__(data)
+            self.calls: list[tuple[str, Any]] = []
+
+        def put(self, key: str, value: Any) -> None:
+            self.calls.append(("put", key))
+            super().put(key, value)
+
+        def put_all(self, entries: dict[str, Any]) -> None:
+            self.calls.append(("put_all", dict(entries)))
+            super().put_all(entries)
+
+        def remove(self, key: str) -> None:
+            self.calls.append(("remove", key))
+            super().remove(key)
+
+    base = Recording({"old": 0})
+    cached = CachedState(base, put_all=True)
+    cached.put("a", 1)
+    cached.put("b", 2)
+    cached.remove("old")
+    cached.flush()
+    assert base.calls == [("remove", "old"), ("put_all", {"a": 1, "b": 2})]
+    cached.put("a", 3)  # a single put needs no dict
+    cached.flush()
+    assert base.calls[-1] == ("put", "a") and base.data == {"a": 3, "b": 2}

@@ -120,7 +120,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             job_id=self._job_id,
         )
         self._driver = KeyDriver(engine, errors=ERROR_TAG, snapshots=MEMORY_TAG)
-        self._state = _FlinkKeyState(runtime_context)
+        self._state = _FlinkKeyState(runtime_context, batch_puts=self._mirror.thread_mode)
         self._timers = _FlinkTimers()
 
     def close(self) -> None:
@@ -170,9 +170,13 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
 
 
 class _FlinkKeyState:
-    """``KeyState`` over the operator's keyed state (scoped to the current key by Flink)."""
+    """``KeyState`` over the operator's keyed state (scoped to the current key by Flink).
 
-    def __init__(self, runtime_context: RuntimeContext) -> None:
+    ``batch_puts``: in thread mode a MapState's ``put_all`` is one call into the JVM for
+    several entries (each ``put`` is one); process mode's cannot take a dict."""
+
+    def __init__(self, runtime_context: RuntimeContext, batch_puts: bool = False) -> None:
+        self.batch_puts = batch_puts
         pickled = Types.PICKLED_BYTE_ARRAY()
         self.sensory = runtime_context.get_map_state(
             MapStateDescriptor("sensory", Types.STRING(), pickled)
