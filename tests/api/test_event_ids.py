@@ -33,6 +33,18 @@ def test_event_ids_are_random_version_4_uuids():
 
 
 @given(st.one_of(st.text(max_size=8), st.integers()), st.integers(min_value=1, max_value=10**9))
-def test_input_event_ids_are_uuid5_of_job_key_and_run(key, sequence):
-    name = json.dumps(["input", "job", canonical_key(key), sequence])
-    assert input_event_id("job", key, sequence) == uuid.uuid5(NAMESPACE, name)
+def test_input_event_ids_fold_the_run_into_the_uuid5_of_job_and_key(key, sequence):
+    name = json.dumps(["input", "job", canonical_key(key)])
+    base = uuid.uuid5(NAMESPACE, name).int
+    expected = uuid.UUID(int=base ^ sequence, version=5)
+    made = input_event_id("job", key, sequence)
+    assert made == expected and made.version == 5 and made.variant == uuid.RFC_4122
+
+
+@given(
+    st.lists(st.text(max_size=4), min_size=1, max_size=5, unique=True),
+    st.lists(st.integers(min_value=0, max_value=2**62 - 1), min_size=1, max_size=20, unique=True),
+)
+def test_input_event_ids_differ_for_every_key_and_run_and_job(keys, sequences):
+    ids = {input_event_id(job, key, n) for job in ("a", "b") for key in keys for n in sequences}
+    assert len(ids) == 2 * len(keys) * len(sequences)
