@@ -42,6 +42,10 @@ logger = logging.getLogger(__name__)
 _STEADY_AFTER_CALLS = 8
 """Calls of an action after which its latency counts as known (see ``_Polling``)."""
 
+_PRUNE_EVERY = 64
+"""Records between two asks whether the action log is due for pruning (it is at most every
+quarter of its retention period, minutes by default; asking costs a clock read)."""
+
 
 @dataclass
 class KeyControl:
@@ -151,6 +155,7 @@ class KeyDriver:
         """Per key, the processing-time timers this driver registered that have not fired
         yet, latest first (so the next to fire is last)."""
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
+        self._until_prune = 1  # records until the next ``maybe_prune`` (the first asks)
         self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
         """Recently seen keys, least recent first, at most ``state-cache-keys`` of them.
         Only this driver writes its keys' state (a new attempt or a restore builds a new
@@ -169,9 +174,12 @@ class KeyDriver:
         per record.)"""
         journal = self.engine.journal
         if journal is not None:
-            pruned = journal.maybe_prune(self._oldest_in_flight)
-            if pruned:
-                self.metrics.log_pruned(pruned)
+            self._until_prune -= 1
+            if self._until_prune <= 0:
+                self._until_prune = _PRUNE_EVERY
+                pruned = journal.maybe_prune(self._oldest_in_flight)
+                if pruned:
+                    self.metrics.log_pruned(pruned)
         known = self._known(key)
         control = self._control(key, state, known)
         if control.run is None:

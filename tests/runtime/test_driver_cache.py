@@ -14,7 +14,9 @@ from flink_agents.memory import DictState
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._options import AgentOptions
+from flink_agents.runtime.action_log import InMemoryActionLog
 
 
 class Counted(Event):
@@ -162,3 +164,17 @@ def test_without_the_cache_or_after_an_eviction_state_is_read_with_the_same_resu
 def test_the_option_is_validated():
     with pytest.raises(ValueError, match=r"state-cache-keys|state_cache_keys"):
         AgentOptions(state_cache_keys=-1)
+
+
+def test_the_log_is_asked_about_pruning_at_the_first_record_then_every_64():
+    journal = ActionJournal(InMemoryActionLog(), "job")
+    asked = []
+    ask = journal.maybe_prune
+    journal.maybe_prune = lambda oldest: asked.append(oldest) or ask(oldest)
+    engine = RunEngine(bind_plan(to_plan(CounterAgent)), AgentOptions(), journal=journal)
+    driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
+    state = CountingKeyState()
+    for n in range(130):  # records 1, 65 and 129 ask
+        list(driver.on_record("a", n, state, Clock()))
+    engine.close()
+    assert len(asked) == 3
