@@ -356,12 +356,7 @@ class AgentMetrics:
 
     def action_completed(self, action: str, events: int, replayed: bool) -> None:
         """An action completed (or was replayed) and sent ``events`` events."""
-        self._actions.count += 1  # ``action_executed``, inlined: once per step
-        counter = self._per_action.get(action)
-        if counter is None:
-            counter = self.action_group(action).fast_counter("numOfActionsExecuted")
-            self._per_action[action] = counter
-        counter.count += 1
+        self.action_executed(action)
         self._events.count += events
         if replayed:
             self._actions_replayed.count += 1
