@@ -23,10 +23,6 @@ def uuid_from_bits(bits: int, version: int) -> UUID:
     return value
 
 
-_V4_MASK = ~((0xC000 << 48) | (0xF000 << 64))
-_V4_BITS = (0x8000 << 48) | (4 << 76)
-
-
 def new_event_id() -> UUID:
     """A random version-4 UUID for an event.
 
@@ -36,14 +32,7 @@ def new_event_id() -> UUID:
     system when it is imported and reseeded in a forked child, so processes do not repeat
     each other.
     """
-    # ``uuid_from_bits(bits, 4)``, inlined: three of these are made per run of a
-    # two-action agent.
-    value = object.__new__(UUID)
-    object.__setattr__(
-        value, "int", (random.getrandbits(128) & _V4_MASK) | _V4_BITS
-    )
-    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
-    return value
+    return uuid_from_bits(random.getrandbits(128), 4)
 
 
 class Event(BaseModel):

@@ -107,6 +107,8 @@ class CachedState:
     def flush(self) -> None:
         """Write what changed to the base map (a clear first, then removals and puts; the
         puts in one ``put_all`` when asked for and there are several)."""
+        if not (self._cleared or self._dirty):
+            return
         cache = self._cache
         if self._cleared:
             self._base.clear()
@@ -117,21 +119,16 @@ class CachedState:
                 cache[key] = _MISSING
             cache[_COMPLETE] = cache[_EMPTY] = True
         dirty = self._dirty
-        if len(dirty) > 1 and self._put_all is not None:
-            puts = {}
-            for key, value in dirty.items():
-                if value is _MISSING:
-                    self._base.remove(key)
-                else:
-                    puts[key] = value
-            if puts:
-                self._put_all(puts)  # one call for every put
+        batch = {} if self._put_all is not None and len(dirty) > 1 else None
+        for key, value in dirty.items():
+            if value is _MISSING:
+                self._base.remove(key)
+            elif batch is not None:
+                batch[key] = value
+            else:
+                self._base.put(key, value)
                 cache.pop(_EMPTY, None)
-        else:
-            for key, value in dirty.items():
-                if value is _MISSING:
-                    self._base.remove(key)
-                else:
-                    self._base.put(key, value)
-                    cache.pop(_EMPTY, None)
+        if batch:
+            self._put_all(batch)  # one call for every put
+            cache.pop(_EMPTY, None)
         dirty.clear()

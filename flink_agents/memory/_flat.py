@@ -200,22 +200,15 @@ class StoredMemoryObject(MemoryObject):
         self.key = key
 
     def get(self, path: str) -> Any:
-        if type(path) is str and path and "." not in path:  # one field: the common case
-            key = f"{self.key}.{path}" if self.key else path
-            stored = self.memory.state.get(key)
-            kind = type(stored)
-            if kind in IMMUTABLE:
-                return stored
-            if kind is ObjectMarker:
-                return StoredMemoryObject(self.memory, key)
-            return copy_out(stored)
+        if type(path) is str and path and "." not in path:  # one field: no check needed
+            return self.memory.read(join(self.key, path))
         return self.memory.read(join(self.key, check_path(path)))
 
     def set(self, path: str, value: Any) -> None:
         if type(value) in IMMUTABLE and type(path) is str and path and "." not in path:
             # A plain value for a field the object already has, which holds no object:
             # the common case, one put (what ``write_value`` would do, without its checks).
-            key = f"{self.key}.{path}" if self.key else path
+            key = join(self.key, path)
             state = self.memory.state
             marker = state.get(self.key)
             if (

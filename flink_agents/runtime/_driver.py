@@ -183,8 +183,7 @@ class KeyDriver:
         known = self._known(key)
         control = self._control(key, state, known)
         if control.run is None:
-            if self._in_flight or self._storing:
-                self._respect_in_flight_limit()
+            self._respect_in_flight_limit()
             return self._drive(key, control, state, timers, record=record, known=known)
         return self._queue(key, record, control, state, timers)
 
@@ -348,12 +347,10 @@ class KeyDriver:
                     metrics.action_completed(outcome.action, len(outcome.events), outcome.replayed)
                     if logging_events:
                         self._log_action(run, outcome, started)
-                    if outcome.outputs:
-                        yield from outcome.outputs
+                    yield from outcome.outputs
                 else:
                     metrics.run_succeeded()
-                    if logging_events:
-                        event_log.run_finished(run.key, run.sequence, "succeeded")
+                    event_log.run_finished(run.key, run.sequence, "succeeded")
                 engine.end(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
@@ -371,10 +368,8 @@ class KeyDriver:
                 self._queued = max(0, self._queued - 1)
                 run = self._start(key, control, state.pop_pending())
         finally:  # Flink's state is complete whenever this callback returns
-            if sensory.dirty:
-                sensory.flush()
-            if short_term.dirty:
-                short_term.flush()
+            sensory.flush()  # (nothing to do for a map the callback did not change)
+            short_term.flush()
             state.set_control(control)
             if known is not None:
                 known.control = control
@@ -423,8 +418,7 @@ class KeyDriver:
         control.sequence += 1
         self.metrics.run_started()
         self.metrics.event_processed()  # its input event
-        if self.event_log.enabled:
-            self.event_log.run_started(key, control.sequence, record)
+        self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)
 
     # -- the event log ------------------------------------------------------------------------

@@ -243,8 +243,6 @@ class RunEngine:
         )
         """The ``async def`` actions, which run side by side with the ``async def``
         actions next to them listening to the same event (``parallel-actions``)."""
-        self._listeners: dict[type, tuple[str, ...]] = {}
-        """Per event type, the names of the actions it triggers, in plan order."""
         # Bound once: every action context gets them (``_context``).
         self._recorder_of = self._new_recorder if self.journal is not None else None
         self._identity_of_writes = self._writer_identity
@@ -425,7 +423,7 @@ class RunEngine:
             short_term,
             self.resources,
             config,
-            self._executor or self.executor,
+            self.executor,
             # Made by the action's first durable call: most actions make none.
             self._recorder_of,
             long_term=self.long_term,
@@ -534,15 +532,10 @@ class RunEngine:
         are still being embedded, suspend it until they are stored (like an awaited call:
         the run parks, other keys go on). So an action counts as complete, in the log and
         in Flink state, only once its writes outside Flink have landed."""
-        if context.wrote_outside:
-            landing = context.landing()
-            if landing is not None:
-                return Suspension(action.name, context, _landed(), landing, storing=True)
-            sensory_delta, short_term_delta = self._record(run, action, context)
-        elif context.recorder is None and context.infrastructure_error is None:
-            sensory_delta, short_term_delta = context.deltas()  # nothing to record
-        else:
-            sensory_delta, short_term_delta = self._record(run, action, context)
+        landing = context.landing() if context.wrote_outside else None
+        if landing is not None:
+            return Suspension(action.name, context, _landed(), landing, storing=True)
+        sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
         return self._apply(
             run, action.name, sensory_delta, short_term_delta, context.sent, sensory, short_term
@@ -732,40 +725,22 @@ class RunEngine:
                 short_term_delta.apply_to(short_term)
             else:
                 apply_rebased(short_term_delta, bases[1], short_term)
-        queue = run.queue
-        queue.popleft()
+        run.queue.popleft()
         run.steps += 1
         run.attempts = 0
-        if not events:
-            return StepResult(action, run.steps, sensory_delta, short_term_delta, (), ())
         outputs = []
-        listeners = self._listeners
         for event in events:
-            kind = type(event)
-            if kind is OutputEvent or isinstance(event, OutputEvent):
+            if type(event) is OutputEvent or isinstance(event, OutputEvent):
                 outputs.append(event.output)
-            names = listeners.get(kind)
-            if names is None:
-                names = self._listening(kind)
-            for name in names:
-                queue.append(PendingAction(name, event))
+            self._enqueue(run, event)
         return StepResult(
             action, run.steps, sensory_delta, short_term_delta, tuple(events), tuple(outputs)
         )
 
     def _enqueue(self, run: RunState, event: Event) -> None:
-        kind = type(event)
-        names = self._listeners.get(kind)
-        if names is None:
-            names = self._listening(kind)
         queue = run.queue
-        for name in names:
-            queue.append(PendingAction(name, event))
-
-    def _listening(self, kind: type) -> tuple[str, ...]:
-        """The names of the actions an event of type ``kind`` triggers (remembered)."""
-        names = self._listeners[kind] = tuple(a.name for a in self.plan.actions_for(kind))
-        return names
+        for action in self.plan.actions_for(type(event)):
+            queue.append(PendingAction(action.name, event))
 
     @staticmethod
     def _failure(
