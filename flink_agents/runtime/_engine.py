@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import threading
 import uuid
 from collections import deque
 from collections.abc import Coroutine, Sequence
@@ -258,6 +259,31 @@ class RunEngine:
                 thread_name_prefix="flink-agents-async",
             )
         return self._executor
+
+    def start_async_threads(self) -> None:
+        """Start all ``num-async-threads`` threads of the executor now, when the plan has
+        ``async def`` actions of its own or resources (which the built-in ``async def``
+        chat, tool and retrieval actions use); else nothing: such a plan makes no async call.
+
+        ``ThreadPoolExecutor`` starts one thread per ``submit`` until it has them all, and
+        ``Thread.start`` waits for the new thread to run. In PyFlink's thread mode the new
+        thread must win the GIL from the operator and the upstream task first: that took
+        about 1.5 ms per thread, on the operator's thread, so the first burst of records
+        started its calls at a fraction of the usual rate (``bench/RESULTS.md``). The
+        dispatcher calls this when it opens, before any record arrives.
+        """
+        own = {spec.name for spec in self.plan.plan.actions}
+        if not self.plan.resources and not any(
+            a.is_async for a in self.plan.actions if a.name in own
+        ):
+            return
+        executor = self.executor
+        release = threading.Event()
+        # Each task blocks until all are submitted, so no thread is idle and every submit
+        # starts a new one; then they all return and wait for calls.
+        for _ in range(self.options.num_async_threads):
+            executor.submit(release.wait)
+        release.set()
 
     def close(self) -> None:
         """Stop the executor (waiting for running calls, which record their results), let

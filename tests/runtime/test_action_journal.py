@@ -37,6 +37,7 @@ from flink_agents.runtime.action_log import (
     DurableCall,
     InMemoryActionLog,
     UnstorableValueError,
+    digest_args,
     open_action_log,
 )
 from flink_agents.testing.recovery import (
@@ -82,9 +83,10 @@ class CountingLog(InMemoryActionLog):
         self._do("calls")
         return super().calls(identity)
 
-    def record_call(self, identity, call, epoch):
-        self._do("record_call")
-        super().record_call(identity, call, epoch)
+    def record_calls(self, calls):  # what record_call() and the journal call
+        for _ in calls:
+            self._do("record_call")
+        super().record_calls(calls)
 
     def complete_many(self, records):  # what complete() and the journal's writer call
         self._do("complete")
@@ -831,3 +833,111 @@ def test_a_dropped_postgres_database_fails_naming_the_log_but_not_its_password(
     assert str(error).startswith(f"action log {shown}: recording a durable call failed: ")
     assert "does not exist" in str(error)
     assert secret not in "".join(traceback.format_exception(raised.value))
+
+
+# -- group commits of durable calls ----------------------------------------------------------
+
+
+class GroupLog(InMemoryActionLog):
+    """An in-memory log that keeps the size of every ``record_calls`` transaction, holds
+    the first one while ``gate`` is clear, and fails the groups listed in ``failing``."""
+
+    def __init__(self, *failing: int) -> None:
+        super().__init__()
+        self.groups: list[int] = []
+        self.failing = set(failing)
+        self.gate = threading.Event()
+        self.writing = threading.Event()
+
+    def record_calls(self, calls):
+        self.writing.set()
+        self.gate.wait()
+        self.groups.append(len(calls))
+        if len(self.groups) in self.failing:
+            raise OSError("disk gone")
+        super().record_calls(calls)
+
+
+def record_in_thread(attempt: ActionJournal, log, key: str, seen: dict) -> threading.Thread:
+    """Record one call of ``key``'s action on a new thread; ``seen[key]`` says whether the
+    call was in the log when ``record_call`` returned, or what it raised."""
+    identity = attempt.identity(key, 1, 1, "work")
+
+    def record() -> None:
+        try:
+            attempt.record_call(identity, DurableCall(0, "m:f", "digest", key.upper()))
+        except ActionLogError as error:
+            seen[key] = error
+            return
+        seen[key] = [call.result for call in log.calls(identity)] == [key.upper()]
+
+    thread = threading.Thread(target=record)
+    thread.start()
+    return thread
+
+
+def test_calls_that_finish_while_one_is_written_share_the_next_transaction():
+    """A group commit: the calls that arrive during a write wait, then go in one
+    transaction; each thread returns only once its own call is in the log."""
+    log = GroupLog()
+    attempt = journal(log)
+    seen: dict = {}
+    first = record_in_thread(attempt, log, "a", seen)
+    assert log.writing.wait(10)
+    others = [record_in_thread(attempt, log, key, seen) for key in "bcd"]
+    assert eventually(lambda: len(attempt._calls._waiting) == 3)
+    assert seen == {}  # nobody returned before its transaction
+    log.gate.set()
+    for thread in (first, *others):
+        thread.join(10)
+    assert log.groups == [1, 3]
+    assert seen == {"a": True, "b": True, "c": True, "d": True}
+
+
+def test_a_failed_group_fails_each_of_its_calls_as_the_log():
+    """Every call of a failed transaction raises its own ActionLogError naming the log;
+    the calls of the transaction before it are stored."""
+    log = GroupLog(2)
+    attempt = journal(log)
+    seen: dict = {}
+    first = record_in_thread(attempt, log, "a", seen)
+    assert log.writing.wait(10)
+    others = [record_in_thread(attempt, log, key, seen) for key in "bc"]
+    assert eventually(lambda: len(attempt._calls._waiting) == 2)
+    log.gate.set()
+    for thread in (first, *others):
+        thread.join(10)
+    assert seen["a"] is True
+    b, c = seen["b"], seen["c"]
+    assert isinstance(b, ActionLogError) and isinstance(c, ActionLogError) and b is not c
+    assert "recording a durable call failed: OSError: disk gone" in str(b)
+    assert isinstance(b.__cause__, OSError)
+    assert log.calls(attempt.identity("b", 1, 1, "work")) == []
+    # The writer role was handed back: the next call is written at once.
+    log.failing.clear()
+    record_in_thread(attempt, log, "e", seen).join(10)
+    assert seen["e"] is True
+
+
+def _grows(items: list) -> int:
+    items.append("added by the call")
+    return len(items)
+
+
+def test_arguments_are_digested_as_the_call_starts_not_when_it_is_made():
+    """Without a recorded call to compare with, ``begin`` leaves the digest to ``run`` (the
+    executor's thread for async actions), which takes it before the function runs."""
+    log = InMemoryActionLog()
+    logged = journal(log)
+    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+    items = ["a"]
+    slot = recorder.begin(_grows, (items,), {})
+    assert slot.digest is None
+    assert slot.run(_grows, (items,), {}) == 2
+    assert recorder.calls[0].args_digest == digest_args((["a"],), {})
+    # The next attempt compares at once, and matches.
+    again = journal(log)
+    replayed = again.recorder(again.identity("k", 1, 1, "work"), look_up=True)
+    slot = replayed.begin(_grows, (["a"],), {})
+    assert slot.digest == digest_args((["a"],), {})
+    assert slot.recorded is not None and slot.replay() == 2

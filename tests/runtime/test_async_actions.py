@@ -1,9 +1,14 @@
 """``async def`` actions and durable calls in the local runner."""
 
+import threading
+
 import pytest
 
 from flink_agents.api import ActionExecutionError
+from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime import LocalRunner
+from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._options import AgentOptions
 from tests.runtime import async_agents
 
 
@@ -45,3 +50,36 @@ def test_awaiting_anything_but_a_durable_call_is_a_clear_error():
     with pytest.raises(ActionExecutionError, match=r"may only await ctx.durable_execute_async"):
         runner.run("k", 1)
     assert runner.short_term_memory("k") == {}
+
+
+def _async_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("flink-agents-async")}
+
+
+def test_start_async_threads_starts_them_all_before_any_call():
+    """The dispatcher starts the executor's threads when it opens, so the first burst of
+    records does not start one thread per call; the calls then run on those threads."""
+    before = _async_threads()
+    engine = RunEngine(
+        bind_plan(to_plan(async_agents.DurableAgent)), AgentOptions(num_async_threads=5)
+    )
+    try:
+        engine.start_async_threads()
+        started = _async_threads() - before
+        assert len(started) == 5
+        assert engine.executor.submit(async_agents.slow_upper, "x").result(timeout=10) == "X"
+        assert async_agents.CALLS[-1][1] in {t.name for t in started}
+        assert _async_threads() - before == started  # no thread more for the call
+    finally:
+        engine.close()
+
+
+def test_a_plan_without_async_actions_starts_no_thread():
+    before = _async_threads()
+    engine = RunEngine(bind_plan(to_plan(async_agents.SyncDurableAgent)), AgentOptions())
+    try:
+        engine.start_async_threads()
+        assert engine._executor is None
+        assert _async_threads() == before
+    finally:
+        engine.close()

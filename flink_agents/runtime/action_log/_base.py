@@ -104,6 +104,18 @@ class EncodedRecord(NamedTuple):
     payload: bytes
 
 
+class EncodedCall(NamedTuple):
+    """A durable call's outcome ready to store: the identity of the action that made it,
+    the call, its epoch and its payload (the call serialized). ``ActionLog.encode_call``
+    makes it on the thread that ran the call, so that a result the serializer cannot store
+    fails that call alone; ``ActionLog.record_calls`` stores several in one transaction."""
+
+    identity: ActionIdentity
+    call: DurableCall
+    epoch: int
+    payload: bytes
+
+
 class RecordedError(Exception):
     """Stands in for a durable call's exception that could not be stored as itself.
 
@@ -261,6 +273,24 @@ class ActionLog(ABC):
             UnstorableValueError: the result cannot be serialized (errors that cannot be
                 are stored as ``RecordedError`` instead); nothing was written.
         """
+
+    def encode_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> EncodedCall:
+        """``call`` serialized, ready for ``record_calls``; nothing is written.
+
+        Raises:
+            UnstorableValueError: the result cannot be serialized.
+        """
+        return EncodedCall(identity, call, epoch, encode_call(self.serializer, call))
+
+    def record_calls(self, calls: Sequence[EncodedCall]) -> None:
+        """Store several encoded calls, each as ``record_call`` stores one, in order; all of
+        them are durable when this returns. The journal hands the calls that finish while
+        another is being written to one ``record_calls`` (a group commit), so the logs in
+        this package write them in **one** transaction. This default stores them one
+        ``record_call`` at a time, for a log that has nothing better.
+        """
+        for encoded in calls:
+            self.record_call(encoded.identity, encoded.call, encoded.epoch)
 
     def encode(self, record: ActionRecord) -> EncodedRecord:
         """``record`` serialized, ready for ``complete_many``; nothing is written.

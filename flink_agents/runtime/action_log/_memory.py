@@ -15,13 +15,13 @@ from flink_agents.runtime.action_log._base import (
     ActionLog,
     ActionRecord,
     DurableCall,
+    EncodedCall,
     EncodedRecord,
     InterruptedAction,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
-    encode_call,
 )
 
 
@@ -99,13 +99,16 @@ class InMemoryActionLog(ActionLog):
         ]
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
-        payload = encode_call(self.serializer, call)
-        with self._lock:
-            partial = self._partials.setdefault(identity, _Partial(epoch))
-            for index in [i for i in partial.payloads if i >= call.index]:
-                del partial.payloads[index]
-            partial.payloads[call.index] = payload
-            partial.epoch = max(partial.epoch, epoch)
+        self.record_calls((self.encode_call(identity, call, epoch),))
+
+    def record_calls(self, calls: Sequence[EncodedCall]) -> None:
+        with self._lock:  # one lock hold: another thread sees all of them or none
+            for identity, call, epoch, payload in calls:
+                partial = self._partials.setdefault(identity, _Partial(epoch))
+                for index in [i for i in partial.payloads if i >= call.index]:
+                    del partial.payloads[index]
+                partial.payloads[call.index] = payload
+                partial.epoch = max(partial.epoch, epoch)
 
     def complete_many(self, records: Sequence[EncodedRecord]) -> None:
         with self._lock:  # one lock hold: another thread sees all of the batch or none

@@ -20,13 +20,13 @@ from flink_agents.runtime.action_log._base import (
     ActionLog,
     ActionRecord,
     DurableCall,
+    EncodedCall,
     EncodedRecord,
     InterruptedAction,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
-    encode_call,
     interrupted_actions,
     redact_secrets,
 )
@@ -218,27 +218,32 @@ class PostgresActionLog(ActionLog):
         return interrupted_actions(self.serializer, job, key, rows)
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
-        payload = encode_call(self.serializer, call)
-        key = _key(identity)
+        self.record_calls((self.encode_call(identity, call, epoch),))
 
-        def write(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(
-                f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index > %s",
-                (*key, call.index),
-            )
-            conn.execute(
-                f"INSERT INTO action_log_calls ({_ID}, call_index, function, args_digest, epoch,"
-                " payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                f" ON CONFLICT ({_ID}, call_index) DO UPDATE SET function = excluded.function,"
-                " args_digest = excluded.args_digest, epoch = excluded.epoch,"
-                " payload = excluded.payload",
-                (*key, call.index, call.function, call.args_digest, epoch, payload),
-            )
-            conn.execute(
-                "UPDATE action_log_calls SET epoch = (SELECT MAX(epoch) FROM action_log_calls"
-                f" WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
-                (*key, *key),
-            )
+    def record_calls(self, calls: Sequence[EncodedCall]) -> None:
+        if not calls:
+            return
+
+        def write(conn: psycopg.Connection[Any]) -> None:  # one transaction for all of them
+            for identity, call, epoch, payload in calls:
+                key = _key(identity)
+                conn.execute(
+                    f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index > %s",
+                    (*key, call.index),
+                )
+                conn.execute(
+                    f"INSERT INTO action_log_calls ({_ID}, call_index, function, args_digest,"
+                    " epoch, payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    f" ON CONFLICT ({_ID}, call_index) DO UPDATE SET function = excluded.function,"
+                    " args_digest = excluded.args_digest, epoch = excluded.epoch,"
+                    " payload = excluded.payload",
+                    (*key, call.index, call.function, call.args_digest, epoch, payload),
+                )
+                conn.execute(
+                    "UPDATE action_log_calls SET epoch = (SELECT MAX(epoch) FROM action_log_calls"
+                    f" WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
+                    (*key, *key),
+                )
 
         self._run(write)
 

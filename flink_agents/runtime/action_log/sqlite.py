@@ -28,13 +28,13 @@ from flink_agents.runtime.action_log._base import (
     ActionLog,
     ActionRecord,
     DurableCall,
+    EncodedCall,
     EncodedRecord,
     InterruptedAction,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
-    encode_call,
     interrupted_actions,
 )
 
@@ -79,6 +79,7 @@ _RUN_INDEX = """SELECT run_key, MAX(run_sequence) FROM (
 # (an upsert and a delete that change nothing), so that a handful of statement texts are
 # prepared and cached rather than one per batch size.
 _CHUNK_ROWS = 128  # 896 parameters: under SQLite's oldest limit (999)
+_CALL_CHUNK_ROWS = 96  # 960 parameters (10 per call)
 _PAD_ROWS = 8
 
 
@@ -102,7 +103,29 @@ def _delete_calls(rows: int) -> str:
     )
 
 
-def _padded(records: Sequence[EncodedRecord]) -> Sequence[EncodedRecord]:
+@functools.cache
+def _insert_calls(rows: int) -> str:
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    # OR REPLACE: a padded batch repeats its last call (the rows above its index are gone).
+    return (
+        f"INSERT OR REPLACE INTO action_log_calls ({_ID}, call_index, function, args_digest,"
+        f" epoch, payload) VALUES {values}"
+    )
+
+
+@functools.cache
+def _delete_calls_from(rows: int) -> str:
+    # Each listed identity's calls at or above the listed index; one primary-key probe per
+    # identity, as in ``_delete_calls``.
+    values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+    return (
+        f"WITH new ({_ID}, call_index) AS (VALUES {values}) DELETE FROM action_log_calls"
+        f" WHERE rowid IN (SELECT c.rowid FROM new CROSS JOIN action_log_calls AS c"
+        f" USING ({_ID}) WHERE c.call_index >= new.call_index)"
+    )
+
+
+def _padded(records: Sequence[Any]) -> Sequence[Any]:
     """``records`` with the last repeated up to a multiple of ``_PAD_ROWS``."""
     missing = -len(records) % _PAD_ROWS
     return [*records, *[records[-1]] * missing] if missing else records
@@ -250,23 +273,34 @@ class SqliteActionLog(ActionLog):
         return interrupted_actions(self.serializer, job, key, rows)
 
     def record_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> None:
-        payload = encode_call(self.serializer, call)
-        key = _key(identity)
-        with self._write() as db:
-            db.execute(
-                f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index >= ?",
-                (*key, call.index),
-            )
-            db.execute(
-                f"INSERT INTO action_log_calls ({_ID}, call_index, function, args_digest, epoch,"
-                " payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*key, call.index, call.function, call.args_digest, epoch, payload),
-            )
-            db.execute(
-                f"UPDATE action_log_calls SET epoch = (SELECT MAX(epoch) FROM action_log_calls"
-                f" WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
-                (*key, *key),
-            )
+        self.record_calls((self.encode_call(identity, call, epoch),))
+
+    def record_calls(self, calls: Sequence[EncodedCall]) -> None:
+        if not calls:
+            return
+        # Multi-row statements, as in ``complete_many`` (the sqlite3 module gives up the GIL
+        # at every statement step): the calls at or above each new call's index go, the new
+        # calls go in, and only an identity with earlier calls (index above 0) gets its
+        # epochs raised to their largest.
+        with self._write() as db:  # one transaction for all of them
+            for start in range(0, len(calls), _CALL_CHUNK_ROWS):
+                chunk = _padded(calls[start : start + _CALL_CHUNK_ROWS])
+                deletes: list[Any] = []
+                inserts: list[Any] = []
+                for identity, call, epoch, payload in chunk:
+                    key = _key(identity)
+                    deletes += (*key, call.index)
+                    inserts += (*key, call.index, call.function, call.args_digest, epoch, payload)
+                db.execute(_delete_calls_from(len(chunk)), deletes)
+                db.execute(_insert_calls(len(chunk)), inserts)
+            for identity, call, _epoch, _payload in calls:
+                if call.index:
+                    key = _key(identity)
+                    db.execute(
+                        "UPDATE action_log_calls SET epoch = (SELECT MAX(epoch) FROM"
+                        f" action_log_calls WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
+                        (*key, *key),
+                    )
 
     def complete_many(self, records: Sequence[EncodedRecord]) -> None:
         if not records:

@@ -236,6 +236,36 @@ def test_record_call_overwrite_drops_later_calls(log: ActionLog) -> None:
     assert summary(log.calls(ident())) == [(0, "llm", "d0", "r0"), (1, "tool", "new", "fixed")]
 
 
+def test_record_calls_stores_a_group_as_record_call_would_one_by_one(log: ActionLog) -> None:
+    """record_calls() (the journal's group commit) leaves what record_call() in order would:
+    new identities, an identity's next call, and an overwrite that drops later calls; more
+    calls than one multi-row statement holds; partial calls of one action pruned together."""
+    for i in range(3):
+        log.record_call(ident(step=1), call(i, f"old{i}"), epoch=1)
+    log.record_call(ident(step=2), call(0, "first"), epoch=1)
+    group = [
+        log.encode_call(ident(step=1), call(1, "fixed", digest="new"), 5),
+        log.encode_call(ident(step=2), call(1, "second"), 5),
+        *(log.encode_call(ident(step=100 + n), call(0, f"n{n}"), 5) for n in range(200)),
+    ]
+    log.record_calls(group)
+    assert summary(log.calls(ident(step=1))) == [
+        (0, "llm", "d0", "old0"),
+        (1, "llm", "new", "fixed"),
+    ]
+    assert summary(log.calls(ident(step=2))) == [
+        (0, "llm", "d0", "first"),
+        (1, "llm", "d0", "second"),
+    ]
+    assert [summary(log.calls(ident(step=100 + n))) for n in (0, 99, 199)] == [
+        [(0, "llm", "d0", f"n{n}")] for n in (0, 99, 199)
+    ]
+    assert log.count("job-1") == 202
+    assert log.prune("job-1", before_epoch=5) == 0  # the earlier calls took the group's epoch
+    log.record_calls([])
+    assert log.count("job-1") == 202
+
+
 def test_complete_removes_partial_calls(log: ActionLog) -> None:
     """complete() deletes the identity's partial calls (they live on in the record)."""
     calls = [call(0, "r0"), call(1, "r1")]

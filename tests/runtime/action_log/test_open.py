@@ -24,6 +24,7 @@ def test_public_names_are_pinned() -> None:
         "ActionLogError",
         "ActionRecord",
         "DurableCall",
+        "EncodedCall",
         "EncodedRecord",
         "InMemoryActionLog",
         "InterruptedAction",
