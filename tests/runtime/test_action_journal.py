@@ -876,20 +876,26 @@ def record_in_thread(attempt: ActionJournal, log, key: str, seen: dict) -> threa
     return thread
 
 
+def record_behind_a(attempt: ActionJournal, log: GroupLog, keys: str, seen: dict) -> None:
+    """Record a call of key "a" (held in its transaction by the log's gate), then one of
+    each of ``keys`` while it is held; then let them all through."""
+    first = record_in_thread(attempt, log, "a", seen)
+    assert log.writing.wait(10)
+    others = [record_in_thread(attempt, log, key, seen) for key in keys]
+    assert eventually(lambda: len(attempt._calls._waiting) == len(keys))
+    assert seen == {}  # nobody returned before its transaction
+    log.gate.set()
+    for thread in (first, *others):
+        thread.join(10)
+
+
 def test_calls_that_finish_while_one_is_written_share_the_next_transaction():
     """A group commit: the calls that arrive during a write wait, then go in one
     transaction; each thread returns only once its own call is in the log."""
     log = GroupLog()
     attempt = journal(log)
     seen: dict = {}
-    first = record_in_thread(attempt, log, "a", seen)
-    assert log.writing.wait(10)
-    others = [record_in_thread(attempt, log, key, seen) for key in "bcd"]
-    assert eventually(lambda: len(attempt._calls._waiting) == 3)
-    assert seen == {}  # nobody returned before its transaction
-    log.gate.set()
-    for thread in (first, *others):
-        thread.join(10)
+    record_behind_a(attempt, log, "bcd", seen)
     assert log.groups == [1, 3]
     assert seen == {"a": True, "b": True, "c": True, "d": True}
 
@@ -900,13 +906,7 @@ def test_a_failed_group_fails_each_of_its_calls_as_the_log():
     log = GroupLog(2)
     attempt = journal(log)
     seen: dict = {}
-    first = record_in_thread(attempt, log, "a", seen)
-    assert log.writing.wait(10)
-    others = [record_in_thread(attempt, log, key, seen) for key in "bc"]
-    assert eventually(lambda: len(attempt._calls._waiting) == 2)
-    log.gate.set()
-    for thread in (first, *others):
-        thread.join(10)
+    record_behind_a(attempt, log, "bc", seen)
     assert seen["a"] is True
     b, c = seen["b"], seen["c"]
     assert isinstance(b, ActionLogError) and isinstance(c, ActionLogError) and b is not c

@@ -83,9 +83,14 @@ _CALL_CHUNK_ROWS = 96  # 960 parameters (10 per call)
 _PAD_ROWS = 8
 
 
+def _values(width: int, rows: int) -> str:
+    """``rows`` placeholder rows of ``width`` parameters, for a multi-row ``VALUES``."""
+    return ", ".join([f"({', '.join(['?'] * width)})"] * rows)
+
+
 @functools.cache
 def _upsert_records(rows: int) -> str:
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+    values = _values(7, rows)
     return (
         f"INSERT INTO action_log_records ({_ID}, epoch, payload) VALUES {values}"
         f" ON CONFLICT ({_ID}) DO UPDATE SET epoch = excluded.epoch, payload = excluded.payload"
@@ -96,7 +101,7 @@ def _upsert_records(rows: int) -> str:
 def _delete_calls(rows: int) -> str:
     # The CROSS JOIN keeps the listed identities as the outer loop: one primary-key probe
     # each, never a scan of the calls table.
-    values = ", ".join(["(?, ?, ?, ?, ?)"] * rows)
+    values = _values(5, rows)
     return (
         f"WITH done ({_ID}) AS (VALUES {values}) DELETE FROM action_log_calls WHERE rowid IN"
         f" (SELECT c.rowid FROM done CROSS JOIN action_log_calls AS c USING ({_ID}))"
@@ -105,7 +110,7 @@ def _delete_calls(rows: int) -> str:
 
 @functools.cache
 def _insert_calls(rows: int) -> str:
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    values = _values(10, rows)
     # OR REPLACE: a padded batch repeats its last call (the rows above its index are gone).
     return (
         f"INSERT OR REPLACE INTO action_log_calls ({_ID}, call_index, function, args_digest,"
@@ -117,7 +122,7 @@ def _insert_calls(rows: int) -> str:
 def _delete_calls_from(rows: int) -> str:
     # Each listed identity's calls at or above the listed index; one primary-key probe per
     # identity, as in ``_delete_calls``.
-    values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+    values = _values(6, rows)
     return (
         f"WITH new ({_ID}, call_index) AS (VALUES {values}) DELETE FROM action_log_calls"
         f" WHERE rowid IN (SELECT c.rowid FROM new CROSS JOIN action_log_calls AS c"
