@@ -270,7 +270,7 @@ class RunEngine:
         thread must win the GIL from the operator and the upstream task first: that took
         about 1.5 ms per thread, on the operator's thread, so the first burst of records
         started its calls at a fraction of the usual rate (``bench/RESULTS.md``). The
-        dispatcher calls this when it opens, before any record arrives.
+        dispatcher calls this when it opens in thread mode, before any record arrives.
         """
         own = {spec.name for spec in self.plan.plan.actions}
         if not self.plan.resources and not any(

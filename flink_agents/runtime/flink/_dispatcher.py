@@ -120,7 +120,10 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             job_id=self._job_id,
         )
         self._driver = KeyDriver(engine, errors=ERROR_TAG, snapshots=MEMORY_TAG)
-        engine.start_async_threads()
+        if self._mirror.thread_mode:
+            # Where a thread started on demand costs the operator (see the method); a process
+            # mode worker starts them as before, with its first calls.
+            engine.start_async_threads()
         self._state = _FlinkKeyState(runtime_context, batch_puts=self._mirror.thread_mode)
         self._timers = _FlinkTimers()
 
