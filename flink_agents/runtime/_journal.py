@@ -534,7 +534,7 @@ class CallRecorder:
         """
         index = self._next_index
         self._next_index += 1
-        slot = CallSlot(self, index, function_id(function), None)
+        slot = CallSlot(self, index, function_id(function))
         if index < len(self._recorded):
             slot.digest = digest_args(args, kwargs)
             earlier = self._recorded[index]
@@ -579,13 +579,11 @@ class CallSlot:
 
     __slots__ = ("digest", "function", "index", "recorded", "recorder")
 
-    def __init__(
-        self, recorder: CallRecorder, index: int, function: str, digest: str | None
-    ) -> None:
+    def __init__(self, recorder: CallRecorder, index: int, function: str) -> None:
         self.recorder = recorder
         self.index = index
         self.function = function
-        self.digest = digest
+        self.digest: str | None = None  # the arguments', once taken (``begin`` or ``run``)
         self.recorded: DurableCall | None = None
 
     def replay(self) -> Any:
