@@ -69,7 +69,8 @@ with a NUL character in practice; for other key types rejected records use a sid
 
 
 class AgentDispatcher(ShippedByName, KeyedProcessFunction):
-    """Executes an agent plan (given as JSON) on a stream keyed by ``TakeKey``'s pairs.
+    """Executes an agent plan (given as JSON) on the ``(key, record)`` pairs of the stream
+    ``TakeKey`` keys.
 
     Pickles by name (``flink_agents._shipping``), and binds its plan under the worker's
     import lock: operators are built on several threads at once after a restore.

@@ -10,8 +10,15 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from pyflink.common import Types
-from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
+from pyflink.common import Row, Types
+from pyflink.datastream import (
+    DataStream,
+    KeyedStream,
+    OutputTag,
+    ProcessFunction,
+    StreamExecutionEnvironment,
+)
+from pyflink.java_gateway import get_gateway
 from pyflink.table import StreamTableEnvironment, Table
 
 from flink_agents._shipping import ShippedByName, ShippedFunction
@@ -187,18 +194,20 @@ class FlinkAgentBuilder(AgentBuilder):
             # restart). Same parallelism as the input, so the records of a key stay in order.
             # Rejected records travel to the dispatcher under a reserved key when the key
             # type can hold one (pickled or string keys), else to a side output of this step.
+            # One Python step takes the key and keys the stream (``_keyed``), where PyFlink's
+            # ``key_by`` would add a second one after it: about 12 us per record in thread mode.
             rejected_key = _rejected_key_for(self._key_type)
             keyed = (
                 self._stream.process(
                     TakeKey(self._key_selector, rejected_key),
-                    output_type=Types.PICKLED_BYTE_ARRAY(),
+                    output_type=Types.ROW([self._key_type, Types.PICKLED_BYTE_ARRAY()]),
                 )
                 .set_parallelism(self._stream._j_data_stream.getParallelism())
                 .name(f"agent-key:{self._plan.name}")
                 .uid(self._environment.unique_uid(f"agent-key:{self._plan.name}"))
             )
             self._output = (
-                keyed.key_by(ShippedFunction(_key_of_pair), key_type=self._key_type)
+                _keyed(keyed, self._key_type)
                 .process(dispatcher, output_type=Types.PICKLED_BYTE_ARRAY())
                 .name(f"agent:{self._plan.name}")
                 .uid(self._environment.unique_uid(f"agent:{self._plan.name}"))
@@ -321,31 +330,34 @@ def _import_path() -> list[str]:
 
 
 class TakeKey(ShippedByName, ProcessFunction):
-    """``(key, record)`` for a record whose key can be taken, else a ``rejected`` error
-    record: bad input, whatever the error policy (it is for actions). The rejected record
-    goes on as ``(rejected_key, record)``, which the dispatcher sends to its error output,
-    or, when the key type has no room for such a key (``rejected_key`` None), to
-    ``REJECTED_TAG``."""
+    """``Row(key, (key, record))`` for a record whose key can be taken (the row PyFlink's
+    ``key_by`` makes, keyed on its first field by ``_keyed``; the dispatcher gets the
+    pair), else a ``rejected`` error record: bad input, whatever the error policy (it is
+    for actions). The rejected record goes on under ``rejected_key``, which the dispatcher
+    sends to its error output, or, when the key type has no room for such a key
+    (``rejected_key`` None), to ``REJECTED_TAG``."""
 
     def __init__(self, key_of: Any, rejected_key: Any = None) -> None:
         self.key_of = key_of
         self.rejected_key = rejected_key
 
     def process_element(self, record: Any, ctx: ProcessFunction.Context) -> Any:
+        # A one-element tuple, not a generator: PyFlink iterates whatever comes back.
         if type(record) is RejectedRecord:  # rejected before this step (the main job's parser)
-            yield self._rejection(record.error)
-            return
+            return (self._rejection(record.error),)
         try:
             key = take_key(self.key_of, record)
             if type(key) is str and key == REJECTED_STRING_KEY:
                 raise BadRecord(f"the key {key!r} is reserved by flink-agents")
-            yield key, record
         except BadRecord as error:
-            yield self._rejection(rejected(str(error), input=record))
+            return (self._rejection(rejected(str(error), input=record)),)
+        return (Row(key, (key, record)),)
 
-    def _rejection(self, error: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def _rejection(self, error: dict[str, Any]) -> Any:
         """``error`` on its way to the error output: under the reserved key, else tagged."""
-        return (REJECTED_TAG if self.rejected_key is None else self.rejected_key), error
+        if self.rejected_key is None:
+            return REJECTED_TAG, error
+        return Row(self.rejected_key, (self.rejected_key, error))
 
 
 def _rejected_key_for(key_type: Any) -> Any:
@@ -357,8 +369,14 @@ def _rejected_key_for(key_type: Any) -> Any:
     return None
 
 
-def _key_of_pair(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
+def _keyed(rows: DataStream, key_type: Any) -> KeyedStream:
+    """``rows`` of ``Row(key, value)`` keyed on their first field, as a stream of the values:
+    what PyFlink's ``key_by`` builds after the Python step that makes such rows (its Java
+    key selector, which takes the row's first field)."""
+    keyed = rows._j_data_stream.keyBy(
+        get_gateway().jvm.KeyByKeySelector(), Types.ROW([key_type]).get_java_type_info()
+    )
+    return KeyedStream(keyed, Types.PICKLED_BYTE_ARRAY(), rows)
 
 
 def _unpickle(payload: str) -> Any:

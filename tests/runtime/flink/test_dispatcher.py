@@ -109,6 +109,25 @@ def test_from_datastream_returns_a_stream_users_keep_building_on():
         assert sorted(results) == ["k0:1", "k0:3", "k1:2"]
 
 
+def test_the_key_taking_step_keys_the_stream_itself():
+    """One Python step between the input and the dispatcher: the key-taking step's rows are
+    keyed as they are (PyFlink's ``key_by`` would add a step of its own, a Python call per
+    record)."""
+    env = flink_environment()
+    agents = AgentsExecutionEnvironment.get_execution_environment(env)
+    source = env.from_collection(["a", "b"], type_info=Types.STRING())
+    agents.from_datastream(source, lambda r: r).apply(agents_module.EchoAgent).to_datastream()
+    nodes = {node["id"]: node for node in json.loads(env.get_execution_plan())["nodes"]}
+    (agent,) = [n for n in nodes.values() if n["type"] == "agent:EchoAgent"]
+    (edge,) = agent["predecessors"]
+    assert edge["ship_strategy"] == "HASH"
+    key_step = nodes[edge["id"]]
+    assert key_step["type"] == "agent-key:EchoAgent"
+    assert [nodes[p["id"]]["type"] for p in key_step["predecessors"]] == [
+        "Source: Collection Source"
+    ]
+
+
 def outputs_and_errors(builder) -> list[tuple[str, object]]:
     """Run the job; its outputs as ``("out", output)`` and its error records as
     ``("err", record)``, in the order they were collected."""
