@@ -9,6 +9,14 @@ from uuid import UUID, SafeUUID
 from pydantic import BaseModel, ConfigDict, Field
 
 _UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member: looked up once, not per event
+_VARIANT_AND_VERSION_BITS = (0xC000 << 48) | (0xF000 << 64)
+_RFC_4122_VARIANT = 0x8000 << 48
+# A UUID's two slots, set through their descriptors: UUID forbids attribute assignment, and
+# ``object.__setattr__`` by name cost more than the rest of an id.
+_set_int = UUID.__dict__["int"].__set__
+_set_is_safe = UUID.__dict__["is_safe"].__set__
+_new_object = object.__new__
+_random_bits = random.getrandbits
 
 
 def uuid_from_bits(bits: int, version: int) -> UUID:
@@ -16,15 +24,18 @@ def uuid_from_bits(bits: int, version: int) -> UUID:
     version=version)`` makes it, without the constructor's argument checks (``int`` and
     ``is_safe`` are a UUID's only fields; the result compares, hashes and pickles like any
     UUID). For ids made on every step of every run."""
-    bits = (bits & ~((0xC000 << 48) | (0xF000 << 64))) | (0x8000 << 48) | (version << 76)
-    value = object.__new__(UUID)
-    object.__setattr__(value, "int", bits)
-    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
+    value = _new_object(UUID)
+    _set_int(value, (bits & ~_VARIANT_AND_VERSION_BITS) | _RFC_4122_VARIANT | (version << 76))
+    _set_is_safe(value, _UNKNOWN_SAFETY)
     return value
 
 
+_RANDOM_ID_MASK = ~_VARIANT_AND_VERSION_BITS
+_VERSION_4_BITS = _RFC_4122_VARIANT | (4 << 76)
+
+
 def new_event_id() -> UUID:
-    """A random version-4 UUID for an event.
+    """A random version-4 UUID for an event (``uuid_from_bits`` of random bits, inlined).
 
     Drawn from the ``random`` module rather than ``os.urandom`` (which ``uuid4`` uses): an
     event is made on every step of every run, and a system call per event cost as much as
@@ -32,7 +43,10 @@ def new_event_id() -> UUID:
     system when it is imported and reseeded in a forked child, so processes do not repeat
     each other.
     """
-    return uuid_from_bits(random.getrandbits(128), 4)
+    value = _new_object(UUID)
+    _set_int(value, (_random_bits(128) & _RANDOM_ID_MASK) | _VERSION_4_BITS)
+    _set_is_safe(value, _UNKNOWN_SAFETY)
+    return value
 
 
 class Event(BaseModel):

@@ -29,6 +29,10 @@ def test_event_ids_are_random_version_4_uuids():
     ids = {new_event_id() for _ in range(10_000)}
     assert len(ids) == 10_000
     assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+    for made in list(ids)[:100]:  # the standard UUID of the same value, in every respect
+        standard = uuid.UUID(str(made))
+        assert made == standard and hash(made) == hash(standard)
+        assert made.is_safe == standard.is_safe and pickle.loads(pickle.dumps(made)) == made
     assert InputEvent(input=1).id.version == 4
 
 
