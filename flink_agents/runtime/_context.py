@@ -27,6 +27,45 @@ NO_CHANGE = MemoryDelta()
 """The delta of a memory tier an action never touched (shared: deltas are never mutated)."""
 
 
+class ActionServices:
+    """What every action context of one engine shares, bundled once per engine: a context
+    is made per action execution, on the hot path, and sets a few fields, not a dozen.
+
+    ``recorder`` makes an execution's call recorder (None: no action log) and ``identity``
+    the identity of its writes outside Flink, both from the key and the context's origin
+    (the recorder also from ``retried``); ``executor`` returns the executor of durable
+    calls (made on first use); ``sub_runs`` returns the runner of ``ctx.run_agent``."""
+
+    __slots__ = (
+        "executor",
+        "identity",
+        "long_term",
+        "metrics",
+        "recorder",
+        "resources",
+        "sub_runs",
+    )
+
+    def __init__(
+        self,
+        resources: ResourceCache,
+        executor: Callable[[], Executor],
+        recorder: Callable[[Any, int, int, str, bool], CallRecorder] | None = None,
+        *,
+        long_term: LongTermProvider | None = None,
+        identity: Callable[[Any, int, int, str], Sequence[str | int]] | None = None,
+        sub_runs: Callable[[], Any] | None = None,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
+        self.resources = resources
+        self.executor = executor
+        self.recorder = recorder
+        self.long_term = long_term
+        self.identity = identity
+        self.sub_runs = sub_runs
+        self.metrics = metrics
+
+
 class ActionContext(RunnerContext):
     """Buffers one action's memory writes and events until the engine commits them.
 
@@ -58,42 +97,28 @@ class ActionContext(RunnerContext):
         key: Any,
         sensory: StateMap,
         short_term: StateMap,
-        resources: ResourceCache,
         config: Mapping[str, Any],
-        executor: Executor,
-        recorder: Callable[[Any, int, int, str, bool], CallRecorder] | None = None,
-        *,
-        long_term: LongTermProvider | None = None,
-        identity: Callable[[Any, int, int, str], Sequence[str | int]] | None = None,
+        services: ActionServices,
         origin: tuple[int, int, str] = (0, 0, ""),
-        sub_runs: Callable[[], Any] | None = None,
-        metrics: AgentMetrics | None = None,
         retried: bool = False,
     ) -> None:
-        """``recorder`` makes the execution's call recorder and ``identity`` the identity
-        of its writes outside Flink, both from the key, ``origin`` and (the recorder)
-        ``retried``, whether an earlier attempt of this execution may have recorded calls;
-        they are called only when needed (functions bound once, not one per execution)."""
+        """``origin``: the run sequence, step and action name this execution is recorded
+        under; ``retried``: whether an earlier attempt of this execution may have recorded
+        calls (both for ``services``' recorder and write identity, made only when needed)."""
         self._key = key
         self._sensory = sensory
         self._short_term = short_term
-        self._resources = resources
         self._config = config
-        self._executor = executor
-        self._new_recorder = recorder
-        self._long_term = long_term
-        self._identity = identity
+        self._services = services
         self.origin = origin
         """Run sequence, step and action name this execution is recorded under."""
-        self._sub_runs = sub_runs
-        self._metrics = metrics
         self._retried = retried
 
     def call_recorder(self) -> CallRecorder | None:
         """The recorder of this execution's durable calls, made on first use (None without
         an action log). Made lazily: an action that calls nothing never needs one."""
-        if self.recorder is None and self._new_recorder is not None:
-            self.recorder = self._new_recorder(self._key, *self.origin, self._retried)
+        if self.recorder is None and self._services.recorder is not None:
+            self.recorder = self._services.recorder(self._key, *self.origin, self._retried)
         return self.recorder
 
     @property
@@ -113,7 +138,7 @@ class ActionContext(RunnerContext):
         """Mints the ids of everything this execution writes outside Flink state (one
         minter per execution; its identity is computed on first use)."""
         if self._ids is None:
-            identity = self._identity
+            identity = self._services.identity
             if identity is not None:
                 identity = partial(identity, self._key, *self.origin)
             self._ids = IdMinter(identity)
@@ -148,7 +173,7 @@ class ActionContext(RunnerContext):
         return self._short_term_root
 
     def get_resource(self, name: str, type: ResourceType | None = None) -> Any:
-        return self._resources.get(name, type)
+        return self._services.resources.get(name, type)
 
     @property
     def config(self) -> Mapping[str, Any]:
@@ -156,15 +181,17 @@ class ActionContext(RunnerContext):
 
     @property
     def long_term_memory(self) -> LongTermMemory:
-        if self._long_term is None:
+        long_term = self._services.long_term
+        if long_term is None:
             return super().long_term_memory
-        return self._long_term.memory(self._key, self.ids)
+        return long_term.memory(self._key, self.ids)
 
     @property
     def knowledge(self) -> Knowledge:
-        if self._long_term is None:
+        long_term = self._services.long_term
+        if long_term is None:
             return super().knowledge
-        return self._long_term.knowledge(self.ids)
+        return long_term.knowledge(self.ids)
 
     def external_id(self) -> str:
         return self.ids.external_id()
@@ -180,16 +207,16 @@ class ActionContext(RunnerContext):
     @property
     def metrics(self) -> AgentMetrics | None:
         """The run lifecycle's metrics (built-in actions count model usage there)."""
-        return self._metrics
+        return self._services.metrics
 
     def _metric_source(self) -> AgentMetrics:
-        if self._metrics is None:
+        if self._services.metrics is None:
             return super().agent_metric_group  # raises: no metrics here
-        return self._metrics
+        return self._services.metrics
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         recorder = self.call_recorder()
-        metrics = self._metrics
+        metrics = self._services.metrics
         self.last_call_replayed = False
         if recorder is None:
             if metrics is None:
@@ -212,7 +239,8 @@ class ActionContext(RunnerContext):
         recorder = self.call_recorder()
         slot = None if recorder is None else recorder.begin(function, args, kwargs)
         self.last_call_replayed = slot is not None and slot.recorded is not None
-        return _DurableCall(self._executor, function, args, kwargs, slot, self._metrics)
+        services = self._services
+        return _DurableCall(services.executor(), function, args, kwargs, slot, services.metrics)
 
     def run_agent(
         self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
@@ -227,18 +255,19 @@ class ActionContext(RunnerContext):
     def _sub_run(
         self, agent: str, record: Any, share: bool | None
     ) -> Coroutine[Any, Any, list[Any]]:
-        sub = self._resources.get(agent)
+        sub = self._services.resources.get(agent)
         if not isinstance(sub, SubAgent):
             raise FlinkAgentsError(
                 f"resource {agent!r} is a {type(sub).__name__}, not a SubAgent: declare the "
                 "agent to run as a SubAgent resource"
             )
-        if self._sub_runs is None:
+        sub_runs = self._services.sub_runs
+        if sub_runs is None:
             raise FlinkAgentsError("this context cannot run sub-agents")
         if share is None:
             share = sub.share_short_term_memory
         self._sub_calls += 1
-        return self._sub_runs().run(self, agent, sub, record, share, self._sub_calls)
+        return sub_runs().run(self, agent, sub, record, share, self._sub_calls)
 
     def short_term_buffer(self) -> BufferedState:
         """The overlay this action writes short-term memory through (a sub-run that

@@ -476,7 +476,9 @@ class KeyDriver:
             if draining:
                 time.sleep(backoff / 1000)
                 return True
-            run.retry_at_ms = timers.now_ms() + backoff
+            # The clock is in whole ms, rounded down: one more, so that no retry comes
+            # before its backoff is over.
+            run.retry_at_ms = timers.now_ms() + backoff + 1
             run.parked = True
             self._wake_at(run.key, run.retry_at_ms, timers)
             self._wake_at_end(run.key, timers)

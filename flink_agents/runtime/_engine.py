@@ -24,7 +24,7 @@ from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent, OutputEvent
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
-from flink_agents.runtime._context import NO_CHANGE, ActionContext
+from flink_agents.runtime._context import NO_CHANGE, ActionContext, ActionServices
 from flink_agents.runtime._event_log import EventLog
 from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
 from flink_agents.runtime._long_term import LongTermProvider
@@ -244,13 +244,26 @@ class RunEngine:
         )
         """The ``async def`` actions, which run side by side with the ``async def``
         actions next to them listening to the same event (``parallel-actions``)."""
-        # Bound once: every action context gets them (``_context``).
-        self._recorder_of = self._new_recorder if self.journal is not None else None
-        self._identity_of_writes = self._writer_identity
-        self._sub_runs_of = self.sub_runs
+        # Made once: every action context shares it (``_context``).
+        self._services = ActionServices(
+            self.resources,
+            self._get_executor,
+            # Made by an action's first durable call: most actions make none.
+            self._new_recorder if self.journal is not None else None,
+            long_term=self.long_term,
+            # The identity of its id minter, computed only if the action writes outside
+            # Flink (long-term memory, knowledge, external ids): off the hot path.
+            identity=self._writer_identity,
+            sub_runs=self.sub_runs,
+            metrics=self.metrics,
+        )
 
     @property
     def executor(self) -> ThreadPoolExecutor:
+        return self._get_executor()
+
+    def _get_executor(self) -> ThreadPoolExecutor:
+        """The executor of durable calls (the parent's for a sub-agent), made on first use."""
         if self._parent is not None:
             return self._parent.executor
         if self._executor is None:
@@ -447,19 +460,10 @@ class RunEngine:
             run.key,
             sensory,
             short_term,
-            self.resources,
             config,
-            self.executor,
-            # Made by the action's first durable call: most actions make none.
-            self._recorder_of,
-            long_term=self.long_term,
-            # The identity of its id minter, computed only if the action writes outside
-            # Flink (long-term memory, knowledge, external ids): off the hot path.
-            identity=self._identity_of_writes,
-            origin=(run.sequence, step, name),
-            sub_runs=self._sub_runs_of,
-            metrics=self.metrics,
-            retried=run.attempts > 0,
+            self._services,
+            (run.sequence, step, name),
+            run.attempts > 0,
         )
 
     def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:

@@ -10,7 +10,7 @@ import pytest
 
 from flink_agents.api import AgentsExecutionEnvironment, FlinkAgentsError
 from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
-from flink_agents.runtime._context import ActionContext
+from flink_agents.runtime._context import ActionContext, ActionServices
 from tests.runtime.observed_agents import ATTEMPTS, NamedCalls, ObservedAgent
 
 SECRET = "sk-observed-secret-4242"
@@ -88,7 +88,7 @@ def test_long_term_memory_operations_are_counted(tmp_path):
 
 
 def test_a_context_without_metrics_says_so():
-    context = ActionContext("k", {}, {}, None, {}, None)
+    context = ActionContext("k", {}, {}, {}, ActionServices(None, lambda: None))
     with pytest.raises(FlinkAgentsError, match="reports no metrics"):
         context.agent_metric_group  # noqa: B018
 
