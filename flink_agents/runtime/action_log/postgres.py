@@ -224,26 +224,31 @@ class PostgresActionLog(ActionLog):
         if not calls:
             return
 
-        def write(conn: psycopg.Connection[Any]) -> None:  # one transaction for all of them
-            for identity, call, epoch, payload in calls:
-                key = _key(identity)
-                conn.execute(
-                    f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index > %s",
-                    (*key, call.index),
-                )
-                conn.execute(
-                    f"INSERT INTO action_log_calls ({_ID}, call_index, function, args_digest,"
-                    " epoch, payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                    f" ON CONFLICT ({_ID}, call_index) DO UPDATE SET function = excluded.function,"
-                    " args_digest = excluded.args_digest, epoch = excluded.epoch,"
-                    " payload = excluded.payload",
-                    (*key, call.index, call.function, call.args_digest, epoch, payload),
-                )
-                conn.execute(
-                    "UPDATE action_log_calls SET epoch = (SELECT MAX(epoch) FROM action_log_calls"
-                    f" WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
-                    (*key, *key),
-                )
+        def write(conn: psycopg.Connection[Any]) -> None:
+            # One transaction for all of them, its statements pipelined: sent in order
+            # without waiting for each result (a round trip each, three per call, took
+            # about 380 us per call on loopback); an error surfaces when the pipeline ends.
+            with conn.pipeline():
+                for identity, call, epoch, payload in calls:
+                    key = _key(identity)
+                    conn.execute(
+                        f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index > %s",
+                        (*key, call.index),
+                    )
+                    conn.execute(
+                        f"INSERT INTO action_log_calls ({_ID}, call_index, function,"
+                        " args_digest, epoch, payload)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                        f" ON CONFLICT ({_ID}, call_index) DO UPDATE SET"
+                        " function = excluded.function, args_digest = excluded.args_digest,"
+                        " epoch = excluded.epoch, payload = excluded.payload",
+                        (*key, call.index, call.function, call.args_digest, epoch, payload),
+                    )
+                    conn.execute(
+                        "UPDATE action_log_calls SET epoch = (SELECT MAX(epoch)"
+                        f" FROM action_log_calls WHERE {_WHERE_ID}) WHERE {_WHERE_ID}",
+                        (*key, *key),
+                    )
 
         self._run(write)
 
