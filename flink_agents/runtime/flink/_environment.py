@@ -196,7 +196,7 @@ class FlinkAgentBuilder(AgentBuilder):
             # type can hold one (pickled or string keys), else to a side output of this step.
             # One Python step takes the key and keys the stream (``_keyed``), where PyFlink's
             # ``key_by`` would add a second one after it (measured: about 3 us per record in
-            # thread mode, 20 in process mode).
+            # thread mode, 23 in process mode).
             rejected_key = _rejected_key_for(self._key_type)
             keyed = (
                 self._stream.process(
