@@ -1,6 +1,10 @@
 """The run engine step by step: start, step, finished, end, failures and parked runs."""
 
+import copyreg
+import io
 import pickle
+import uuid
+from collections import deque
 
 import pytest
 
@@ -151,6 +155,39 @@ def test_run_state_survives_pickling_mid_run():
     assert results[-1].outputs == ("5->10",)
     assert parked.steps == 3
     assert len(run.queue) == 1  # the original is untouched
+
+
+@pytest.mark.parametrize("given_id", [False, True])
+def test_a_run_at_its_input_pickles_its_input_event_by_id(given_id):
+    """A run parked on its first action (the common case) keeps its ``InputEvent`` as an id:
+    it comes back equal, with the same id and set fields, one event for every listener;
+    a run pickled in the earlier, default form still loads."""
+    if given_id:  # with an action log the input event's id is given, not drawn
+        record = {"n": 1}
+        event = InputEvent(id=uuid.UUID(int=12345), input=record)
+        queue = deque(PendingAction(name, event) for name in ("second", "first"))
+        run = RunState("k", 7, record, queue)
+    else:
+        run = engine_for(agents.TwoListenersAgent).start("k", 7, {"n": 1})
+    run.parked = True
+
+    restored = pickle.loads(pickle.dumps(run))
+    assert restored == run
+    first, second = (pending.event for pending in restored.queue)
+    assert first is second and first.input is restored.input
+    assert first.id == run.queue[0].event.id
+    assert first.model_fields_set == run.queue[0].event.model_fields_set
+
+    class DefaultForm(pickle.Pickler):
+        def reducer_override(self, obj):
+            if type(obj) is RunState:
+                return copyreg.__newobj__, (RunState,), obj.__dict__
+            return NotImplemented
+
+    buffer = io.BytesIO()
+    DefaultForm(buffer).dump(run)
+    assert len(pickle.dumps(run)) < len(buffer.getvalue())
+    assert pickle.loads(buffer.getvalue()) == run
 
 
 class ExternalIds(Agent):
