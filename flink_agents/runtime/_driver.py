@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -120,6 +120,11 @@ class Timers(Protocol):
         """Call ``on_end_of_input`` for this key once the input has ended (bounded input)."""
         ...
 
+    def cancel(self, due_ms: int) -> None:
+        """Forget this key's wake-up at ``due_ms`` (only runners that resume parked runs
+        from other keys' callbacks need it: see ``KeyDriver.resume_elsewhere``)."""
+        ...
+
 
 class KeyDriver:
     """Runs an agent's runs for any number of keys; see the module docstring.
@@ -151,6 +156,8 @@ class KeyDriver:
         """Per action, a moving average of how long its durable calls take to finish."""
         self._calls_timed: dict[str, int] = {}
         """Per action, how many of its calls ``_expected_ms`` has seen (up to a few)."""
+        self._overshoot_ms: dict[str, float] = {}
+        """Per action, a moving average of how far past ``_expected_ms`` its calls end."""
         self._due: dict[Any, list[int]] = {}
         """Per key, the processing-time timers this driver registered that have not fired
         yet, latest first (so the next to fire is last)."""
@@ -162,6 +169,10 @@ class KeyDriver:
         driver), so what it last wrote or read is what the state holds."""
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
+        self.ready: deque[tuple[Any, Any]] | None = None
+        """With ``resume_elsewhere``: ``(key, handle)`` of each parked run whose call has
+        finished, appended on the executor's thread, oldest first."""
+        self._key_handle: Callable[[], Any] | None = None
         self.metrics = engine.metrics
         self.metrics.watch(lambda: len(self.parked), lambda: len(self._in_flight))
         self.event_log = engine.event_log
@@ -223,6 +234,30 @@ class KeyDriver:
         """The input ended: finish ``key``'s run and queued inputs, waiting for their calls
         (and retry backoffs) on this thread."""
         return self._wake(key, state, timers, draining=True)
+
+    def resume_elsewhere(self, key_handle: Callable[[], Any]) -> None:
+        """Let the runner resume a parked run as soon as its call has finished, from any
+        key's callback, rather than at the run's next poll (each poll is a timer: a
+        callback of its own). ``key_handle`` is called when a run parks, with its key
+        current, and returns what the runner needs to make that key current again; every
+        finished call then appends ``(key, handle)`` to ``ready``, and the runner, with
+        ``key`` made current, calls ``on_call_done`` for it. The poll timers stay
+        registered until then (they are in Flink state, and wake the run after a restore
+        or on an idle input) and are cancelled when it resumes."""
+        self._key_handle = key_handle
+        self.ready = deque()
+
+    def on_call_done(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
+        """Resume ``key``'s parked run if its call is done (``ready`` said so; its own poll
+        or a record of the key may have resumed it since): what its poll would do, now;
+        its pending polls are cancelled. The runner has made ``key`` current."""
+        parked = self.parked.get(key)
+        if parked is None or not parked[1].future.done():
+            return iter(())
+        due = self._due.pop(key, None)
+        for due_ms in due or ():
+            timers.cancel(due_ms)
+        return self._wake(key, state, timers, draining=False)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -500,8 +535,13 @@ class KeyDriver:
         expected = self._expected_ms
 
         timed = self._calls_timed
+        overshoot = self._overshoot_ms
+        ready = self.ready
+        handle = None if ready is None else (run.key, self._key_handle())
 
         def done(future: Future[Any]) -> None:  # on the executor's thread
+            if ready is not None:  # before the operator may wake (just below) and look
+                ready.append(handle)
             with self._call_ended:
                 in_flight.discard(future)
                 self._calls_ended += 1
@@ -514,6 +554,10 @@ class KeyDriver:
                 expected[action] = took_ms
             else:
                 expected[action] = estimate + (took_ms - estimate) / 4
+            if estimate is not None:
+                past = max(0.0, took_ms - estimate)
+                average = overshoot.get(action, past)
+                overshoot[action] = average + (past - average) / 8
             if timed.get(action, 0) < _STEADY_AFTER_CALLS:
                 timed[action] = timed.get(action, 0) + 1
 
@@ -521,7 +565,7 @@ class KeyDriver:
         run.parked = True
         polling = _Polling(
             timers.now_ms(),
-            self._expected_ms.get(action),
+            self._first_check_ms(action),
             # Once the action has shown its latency, a call that ends within the first
             # interval would be a first: skip that check (a callback per run).
             check_early=self._calls_timed.get(action, 0) < _STEADY_AFTER_CALLS,
@@ -529,6 +573,22 @@ class KeyDriver:
         self._polls[run.key] = polling
         self._poll_later(run.key, polling, timers)
         self._wake_at_end(run.key, timers)
+
+    def _first_check_ms(self, action: str) -> float | None:
+        """When, after it parks, to check a run of ``action`` first, if its calls have shown
+        how long they take: the earliest they have recently ended (``_expected_ms``) plus
+        twice how far past it they end on average, so that a steady action's runs are
+        mostly resumed by that one check rather than by the backoff step after it (each
+        check is a timer, a Python callback); the margin is at most a twentieth of the
+        expected time (or one poll interval), so an action of varied latency keeps
+        resuming its quick calls early."""
+        expected = self._expected_ms.get(action)
+        if expected is None:
+            return None
+        past = self._overshoot_ms.get(action)
+        if not past:
+            return expected
+        return expected + min(2 * past, max(self.options.async_poll_interval_ms, expected / 20))
 
     def _unpark(self, key: Any) -> None:
         del self.parked[key]

@@ -61,13 +61,15 @@ class RecordingTimers:
     """One key's timers: what was registered, on a clock the test moves.
 
     ``wakes`` is what a test may consume (pop) as it fires them; ``history`` keeps every
-    wake-up asked for; ``ends`` counts end-of-input timers."""
+    wake-up asked for; ``ends`` counts end-of-input timers; ``cancelled`` lists the wake-ups
+    cancelled (and taken out of ``wakes``)."""
 
     def __init__(self, now: int = 0) -> None:
         self.now = now
         self.wakes: list[int] = []
         self.history: list[int] = []
         self.ends = 0
+        self.cancelled: list[int] = []
 
     def now_ms(self) -> int:
         return self.now
@@ -78,3 +80,7 @@ class RecordingTimers:
 
     def wake_at_end(self) -> None:
         self.ends += 1
+
+    def cancel(self, due_ms: int) -> None:
+        self.wakes.remove(due_ms)
+        self.cancelled.append(due_ms)

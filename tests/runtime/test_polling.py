@@ -7,6 +7,7 @@ clock is set by the test, so the schedule is exact (no timing assertion on real 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import wait
 
 import pytest
@@ -98,6 +99,69 @@ def test_a_call_that_ends_on_time_is_resumed_at_its_expected_end():
         assert outputs == ["D"]
         assert timers.now == 200  # without the estimate: 225
         assert timers.history == [5, 200]  # two checks, not eight
+    finally:
+        release_all()
+        driver.engine.close()
+
+
+@pytest.mark.parametrize(("overshoot", "first_check"), [(4.0, 410), (50.0, 420)])
+def test_the_expected_end_allows_for_how_late_calls_usually_end(overshoot, first_check):
+    """Calls that end on average ``overshoot`` ms past the expected end are first checked
+    twice that later, at most a twentieth of the expected time later (400 ms: 20 ms), on
+    the 5 ms grid: a call that ends there is resumed by one check, not three."""
+    driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
+    driver._expected_ms["call"] = 400.0
+    driver._overshoot_ms["call"] = overshoot
+    driver._calls_timed["call"] = 8  # a steady latency: no early check
+    state, timers = LocalKeyState(), RecordingTimers()
+    RELEASE["e"] = threading.Event()
+    try:
+        list(driver.on_record("k", "e", state, timers))
+        outputs = poll_until_done(driver, "k", state, timers, "e", release_at_ms=first_check)
+        assert outputs == ["E"]
+        assert timers.history == [first_check]  # without the allowance: 400, 405, 415, ...
+    finally:
+        release_all()
+        driver.engine.close()
+
+
+def test_how_late_calls_end_is_learned_from_the_calls():
+    driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
+    driver._expected_ms["call"] = 1.0
+    state, timers = LocalKeyState(), RecordingTimers()
+    RELEASE["f"] = threading.Event()
+    try:
+        list(driver.on_record("k", "f", state, timers))
+        time.sleep(0.02)  # the call takes at least 20 ms: at least 19 past the estimate
+        RELEASE["f"].set()
+        wait([driver.parked["k"][1].future])
+        assert driver._overshoot_ms["call"] >= 19
+        # At most one poll interval past the (updated) estimate, at this short a latency.
+        assert driver._first_check_ms("call") == driver._expected_ms["call"] + 5
+    finally:
+        release_all()
+        driver.engine.close()
+
+
+def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
+    """``resume_elsewhere``: a finished call puts its key (and the handle the runner gave
+    when the run parked) in ``ready``; ``on_call_done`` then resumes the run and cancels
+    its pending poll, and does nothing for a run resumed already."""
+    driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
+    handles = iter(["handle-1", "handle-2"])
+    driver.resume_elsewhere(lambda: next(handles))
+    state, timers = LocalKeyState(), RecordingTimers()
+    RELEASE["g"] = threading.Event()
+    try:
+        list(driver.on_record("k", "g", state, timers))
+        assert timers.wakes == [5] and not driver.ready
+        RELEASE["g"].set()
+        wait([driver.parked["k"][1].future])
+        assert list(driver.ready) == [("k", "handle-1")]
+        key, _ = driver.ready.popleft()
+        assert list(driver.on_call_done(key, state, timers)) == ["G"]
+        assert timers.cancelled == [5] and timers.wakes == [] and not driver.parked
+        assert list(driver.on_call_done(key, state, timers)) == []  # nothing parked now
     finally:
         release_all()
         driver.engine.close()

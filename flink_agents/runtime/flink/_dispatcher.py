@@ -12,11 +12,14 @@ Keyed state, per key:
 Timers: a processing-time timer wakes a parked run (its poll, or a retry's backoff), and an
 event-time timer at ``DRAIN_TIMESTAMP``, which only the final watermark of a bounded input
 reaches, finishes every parked run before the job ends (processing-time timers do not fire
-after the input ends).
+after the input ends). In thread mode a parked run whose call has finished is resumed at the
+end of the next callback of any key, made current for it in the keyed state backend
+(``_and_ready``); its poll is then cancelled.
 """
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Iterator
 from time import time_ns
@@ -127,6 +130,15 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             engine.start_async_threads()
         self._state = _FlinkKeyState(runtime_context, batch_puts=self._mirror.thread_mode)
         self._timers = _FlinkTimers()
+        self._backend = _keyed_backend(runtime_context) if self._mirror.thread_mode else None
+        if self._backend is not None:
+            self._driver.resume_elsewhere(self._backend.getCurrentKey)
+        # What exists now (PyFlink, the plan, its resources: some 170,000 objects in thread
+        # mode) lives as long as the worker: the collector's full passes skip it from here
+        # on. With parked runs promoting objects to the oldest generation, a full pass took
+        # up to 120 ms, stopping every Python thread (bench/RESULTS.md); under 20 since.
+        gc.collect()
+        gc.freeze()
 
     def close(self) -> None:
         if self._driver is not None:
@@ -147,6 +159,8 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._timers.service = ctx.timer_service()
         # (key, record): the builder took the key before keying.
         emitted = self._driver.on_record(key, keyed[1], self._state, self._timers)
+        if self._driver.ready:
+            emitted = self._and_ready(emitted)
         return emitted if self._plain else self._finished(emitted)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
@@ -159,7 +173,32 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             emitted = self._driver.on_end_of_input(key, self._state, self._timers)
         else:
             emitted = self._driver.on_timer(key, self._state, self._timers)
+        if self._driver.ready:
+            emitted = self._and_ready(emitted)
         return emitted if self._plain else self._finished(emitted)
+
+    def _and_ready(self, emitted: Iterator[Any]) -> Iterator[Any]:
+        """The callback's own emissions, then those of the parked runs of other keys whose
+        calls have finished, each resumed with its key made current in the keyed state
+        backend (thread mode): without waiting for their polls, a timer callback each.
+        Their emissions are collected while their keys are current and passed on once the
+        callback's own key is current again."""
+        yield from emitted
+        driver, backend = self._driver, self._backend
+        ready = driver.ready
+        resumed: list[Any] = []
+        own = backend.getCurrentKey()
+        try:
+            while ready:
+                key, handle = ready.popleft()
+                parked = driver.parked.get(key)
+                if parked is None or not parked[1].future.done():
+                    continue  # its poll or a record of its key resumed it already
+                backend.setCurrentKey(handle)
+                resumed.extend(driver.on_call_done(key, self._state, self._timers))
+        finally:
+            backend.setCurrentKey(own)
+        yield from resumed
 
     def _finished(self, emitted: Iterator[Any]) -> Iterator[Any]:
         """The driver's emissions, then the event-log lines they wrote (side output); in
@@ -239,6 +278,19 @@ class _FlinkTimers:
 
     def wake_at_end(self) -> None:
         self.service.register_event_time_timer(DRAIN_TIMESTAMP)
+
+    def cancel(self, due_ms: int) -> None:
+        self.service.delete_processing_time_timer(due_ms)
+
+
+def _keyed_backend(runtime_context: RuntimeContext) -> Any:
+    """The operator's keyed state backend (a Java object, thread mode), through which a
+    callback may make another key current; None where PyFlink does not expose it."""
+    python_side = getattr(runtime_context, "_keyed_state_backend", None)
+    backend = getattr(python_side, "_keyed_state_backend", None)
+    if backend is None or not hasattr(backend, "setCurrentKey"):
+        return None
+    return backend
 
 
 def _subtask_index(runtime_context: RuntimeContext) -> int:

@@ -1,5 +1,6 @@
 """Agents for the dispatcher's failure policies, draining and throughput tests."""
 
+import threading
 import time
 from pathlib import Path
 
@@ -39,3 +40,29 @@ class SlowAgent(Agent):
         record = event.input
         value = await ctx.durable_execute_async(sleep_then, record["n"], record["seconds"])
         ctx.send_event(OutputEvent(output={"key": ctx.key, "n": value}))
+
+
+CALL_FINISHED = threading.Event()
+"""Set by ``finish_call`` (in the worker that runs the job: thread mode runs it in the
+TaskManager, where the actions run too)."""
+
+
+def finish_call(value: int) -> int:
+    CALL_FINISHED.set()
+    return value
+
+
+class CallThenTrafficAgent(Agent):
+    """A ``"call"`` record awaits one quick durable call; every other record waits (in its
+    action, up to 10 s) until that call has finished, then 5 ms more, and has no call."""
+
+    @action(InputEvent)
+    @staticmethod
+    async def handle(event: InputEvent, ctx) -> None:
+        record = event.input
+        if record["kind"] == "call":
+            await ctx.durable_execute_async(finish_call, record["n"])
+        else:
+            CALL_FINISHED.wait(10)
+            time.sleep(0.005)
+        ctx.send_event(OutputEvent(output=record["n"]))
