@@ -133,18 +133,26 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._backend = _keyed_backend(runtime_context) if self._mirror.thread_mode else None
         if self._backend is not None:
             self._driver.resume_elsewhere(self._backend.getCurrentKey)
-        # What exists now (PyFlink, the plan, its resources: some 170,000 objects in thread
-        # mode) lives as long as the worker: the collector's full passes skip it from here
-        # on. With parked runs promoting objects to the oldest generation, a full pass took
-        # up to 120 ms, stopping every Python thread (bench/RESULTS.md); under 20 since.
-        gc.collect()
-        gc.freeze()
+        if self._mirror.thread_mode:
+            # What exists now (PyFlink, the plan, its resources: some 170,000 objects) is
+            # left out of the collector's full passes until ``close``. With parked runs
+            # promoting objects to the oldest generation, a full pass took up to 120 ms,
+            # stopping every Python thread (bench/RESULTS.md); under 20 since. Only in
+            # thread mode, where the interpreter is the TaskManager's: a local process-mode
+            # job runs its Python in the client's own process.
+            gc.collect()
+            gc.freeze()
 
     def close(self) -> None:
         if self._driver is not None:
             try:
                 self._mirror.flush()  # the last counts reach Flink's metrics
             finally:
+                if self._mirror.thread_mode:
+                    # Frozen objects are never collected: what this operator leaves behind
+                    # (and any other's) must be again, or a TaskManager that runs one job
+                    # after another would keep every operator's cycles.
+                    gc.unfreeze()
                 self._driver.engine.close()  # the journal and its log too
 
     def process_element(
