@@ -52,6 +52,14 @@ def poll_until_done(driver, key, state, timers, name, *, release_at_ms: int) -> 
     return outputs
 
 
+def until(condition, timeout_s: float = 10.0) -> None:
+    """Wait for ``condition()`` (a future's done-callbacks run after ``wait`` returns)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
 def test_without_an_estimate_a_parked_run_is_polled_with_a_doubling_backoff():
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
     state, timers = LocalKeyState(), RecordingTimers()
@@ -135,6 +143,7 @@ def test_how_late_calls_end_is_learned_from_the_calls():
         time.sleep(0.02)  # the call takes at least 20 ms: at least 19 past the estimate
         RELEASE["f"].set()
         wait([driver.parked["k"][1].future])
+        until(lambda: "call" in driver._overshoot_ms)  # its done-callback comes after
         assert driver._overshoot_ms["call"] >= 19
         # At most one poll interval past the (updated) estimate, at this short a latency.
         assert driver._first_check_ms("call") == driver._expected_ms["call"] + 5
@@ -157,6 +166,7 @@ def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
         assert timers.wakes == [5] and not driver.ready
         RELEASE["g"].set()
         wait([driver.parked["k"][1].future])
+        until(lambda: driver.ready)  # its done-callback comes after
         assert list(driver.ready) == [("k", "handle-1")]
         key, _ = driver.ready.popleft()
         assert list(driver.on_call_done(key, state, timers)) == ["G"]

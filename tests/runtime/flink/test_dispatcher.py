@@ -93,7 +93,6 @@ def test_bounded_input_drains_runs_still_waiting_on_async_work():
     assert sorted(o["n"] for o in outputs) == list(range(21))
 
 
-
 def test_thread_mode_resumes_a_finished_call_from_another_keys_callback():
     """In thread mode a parked run whose call has finished is resumed by the next callback
     of any key, not at its poll: here its first poll is a minute away, so without that the
