@@ -110,14 +110,26 @@ def sleep_then(value: int, seconds: float) -> int:
     return value
 
 
+_STARTED: set[str] = set()
+"""The ``started_file``s written in this process (one per job)."""
+
+
 class SleepyAgent(Agent):
-    """One async action awaiting one durable call of ``config["seconds"]``."""
+    """One async action awaiting one durable call of ``config["seconds"]``. With
+    ``config["started_file"]``, its first run in the worker writes the time (seconds since
+    the epoch) to that file: when the agent began taking records, once its operator had
+    opened (``bench.async_throughput``)."""
 
     config = {"seconds": 0.2}
 
     @action(InputEvent)
     @staticmethod
     async def call(event: InputEvent, ctx: Any) -> None:
+        started = ctx.config.get("started_file")
+        if started is not None and started not in _STARTED:
+            _STARTED.add(started)
+            with open(started, "w", encoding="ascii") as out:
+                out.write(str(time.time()))
         value = await ctx.durable_execute_async(sleep_then, event.input[1], ctx.config["seconds"])
         COUNTS["async"] += 1
         ctx.send_event(OutputEvent(output=(ctx.key, value)))
