@@ -247,12 +247,17 @@ class KeyDriver:
         self._key_handle = key_handle
         self.ready = deque()
 
-    def on_call_done(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
-        """Resume ``key``'s parked run if its call is done (``ready`` said so; its own poll
-        or a record of the key may have resumed it since): what its poll would do, now;
-        its pending polls are cancelled. The runner has made ``key`` current."""
+    def call_done(self, key: Any) -> bool:
+        """Whether ``key`` has a parked run whose call is done: false for a key in ``ready``
+        whose run its own poll or a record of the key has resumed since."""
         parked = self.parked.get(key)
-        if parked is None or not parked[1].future.done():
+        return parked is not None and parked[1].future.done()
+
+    def on_call_done(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
+        """Resume ``key``'s parked run if its call is done (``call_done``): what its poll
+        would do, now; its pending polls are cancelled. The runner has made ``key``
+        current."""
+        if not self.call_done(key):
             return iter(())
         due = self._due.pop(key, None)
         for due_ms in due or ():
@@ -537,11 +542,11 @@ class KeyDriver:
         timed = self._calls_timed
         overshoot = self._overshoot_ms
         ready = self.ready
-        handle = None if ready is None else (run.key, self._key_handle())
+        entry = None if ready is None else (run.key, self._key_handle())
 
         def done(future: Future[Any]) -> None:  # on the executor's thread
             if ready is not None:  # before the operator may wake (just below) and look
-                ready.append(handle)
+                ready.append(entry)
             with self._call_ended:
                 in_flight.discard(future)
                 self._calls_ended += 1

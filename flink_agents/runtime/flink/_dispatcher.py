@@ -199,9 +199,8 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         try:
             while ready:
                 key, handle = ready.popleft()
-                parked = driver.parked.get(key)
-                if parked is None or not parked[1].future.done():
-                    continue  # its poll or a record of its key resumed it already
+                if not driver.call_done(key):
+                    continue  # resumed already: no key switch for it
                 backend.setCurrentKey(handle)
                 resumed.extend(driver.on_call_done(key, self._state, self._timers))
         finally:
