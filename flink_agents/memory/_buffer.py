@@ -76,6 +76,26 @@ class BufferedState:
         self._writes.clear()
         self._cleared = True
 
+    def apply_to(self, state: StateMap) -> bool:
+        """Apply the buffered writes to ``state`` as ``delta().apply_to`` would (a clear,
+        then removals, then puts), without making the delta; whether there were any."""
+        writes = self._writes
+        if self._cleared:
+            state.clear()
+        elif not writes:
+            return False
+        if self._removed:
+            for key, value in writes.items():
+                if value is _REMOVED:
+                    state.remove(key)
+            for key, value in writes.items():
+                if value is not _REMOVED:
+                    state.put(key, value)
+        else:
+            for key, value in writes.items():
+                state.put(key, value)
+        return True
+
     def delta(self) -> MemoryDelta:
         """The net change so far."""
         if not self._removed:  # every write a put

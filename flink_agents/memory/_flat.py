@@ -200,15 +200,23 @@ class StoredMemoryObject(MemoryObject):
         self.key = key
 
     def get(self, path: str) -> Any:
-        if type(path) is str and path and "." not in path:  # one field: no check needed
-            return self.memory.read(join(self.key, path))
+        if type(path) is str and path and "." not in path:
+            # One field, no check needed: ``FlatMemory.read`` inlined (read on every step).
+            key = f"{self.key}.{path}" if self.key else path
+            stored = self.memory.state.get(key)
+            kind = type(stored)
+            if kind in IMMUTABLE:
+                return stored
+            if kind is ObjectMarker:
+                return StoredMemoryObject(self.memory, key)
+            return copy_out(stored)
         return self.memory.read(join(self.key, check_path(path)))
 
     def set(self, path: str, value: Any) -> None:
         if type(value) in IMMUTABLE and type(path) is str and path and "." not in path:
             # A plain value for a field the object already has, which holds no object:
             # the common case, one put (what ``write_value`` would do, without its checks).
-            key = join(self.key, path)
+            key = f"{self.key}.{path}" if self.key else path  # ``join``, inlined
             state = self.memory.state
             marker = state.get(self.key)
             if (

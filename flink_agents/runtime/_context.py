@@ -167,10 +167,11 @@ class ActionContext(RunnerContext):
 
     @property
     def short_term_memory(self) -> MemoryObject:
-        if self._short_term_root is None:
+        root = self._short_term_root
+        if root is None:
             self._short_term_buffer = BufferedState(self._short_term)
-            self._short_term_root = FlatMemory(self._short_term_buffer).root()
-        return self._short_term_root
+            root = self._short_term_root = FlatMemory(self._short_term_buffer).root()
+        return root
 
     def get_resource(self, name: str, type: ResourceType | None = None) -> Any:
         return self._services.resources.get(name, type)
@@ -280,6 +281,15 @@ class ActionContext(RunnerContext):
     def maps(self) -> tuple[StateMap, StateMap]:
         """The memory maps the action reads through its buffers: (sensory, short-term)."""
         return self._sensory, self._short_term
+
+    def apply_writes(self) -> bool:
+        """Apply the buffered memory writes to the maps, as applying ``deltas()`` would,
+        without making the deltas; whether sensory memory was written."""
+        sensory, short_term = self._sensory_buffer, self._short_term_buffer
+        written = sensory is not None and sensory.apply_to(self._sensory)
+        if short_term is not None:
+            short_term.apply_to(self._short_term)
+        return written
 
     def deltas(self) -> tuple[MemoryDelta, MemoryDelta]:
         """The buffered memory writes: (sensory, short-term); the maps are untouched."""

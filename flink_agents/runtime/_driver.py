@@ -194,7 +194,8 @@ class KeyDriver:
         known = self._known(key)
         control = self._control(key, state, known)
         if control.run is None:
-            self._respect_in_flight_limit()
+            if self._in_flight or self._storing:
+                self._respect_in_flight_limit()
             return self._drive(key, control, state, timers, record=record, known=known)
         return self._queue(key, record, control, state, timers)
 
@@ -337,11 +338,24 @@ class KeyDriver:
             while True:
                 while run.queue or run.ready:
                     started = time.perf_counter() if logging_events else 0.0
+                    outcome = None
+                    if suspension is None and not run.ready and not logging_events:
+                        # Plain actions back to back (``run_plain``); what stops them (an
+                        # async action, a replay, a failure, a suspension) is handled below
+                        # as ``step``'s outcome. The event log times each action: ``step``.
+                        steps, outputs, outcome = engine.run_plain(run, sensory, short_term)
+                        self.steps += steps
+                        yield from outputs
+                        if outcome is None and not run.queue:
+                            continue
                     try:
-                        if suspension is not None:
-                            outcome = engine.resume(run, suspension)
-                        else:
-                            outcome = engine.step(run, sensory, short_term)
+                        if outcome is None:
+                            if suspension is not None:
+                                outcome = engine.resume(run, suspension)
+                            else:
+                                outcome = engine.step(run, sensory, short_term)
+                        elif isinstance(outcome, ActionExecutionError):
+                            raise outcome
                         if draining:
                             outcome = engine.complete_blocking(run, outcome)
                     except ActionExecutionError as error:
@@ -390,7 +404,8 @@ class KeyDriver:
                     yield from outcome.outputs
                 else:
                     metrics.run_succeeded()
-                    event_log.run_finished(run.key, run.sequence, "succeeded")
+                    if logging_events:
+                        event_log.run_finished(run.key, run.sequence, "succeeded")
                 engine.end(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
@@ -458,7 +473,8 @@ class KeyDriver:
         control.sequence += 1
         self.metrics.run_started()
         self.metrics.event_processed()  # its input event
-        self.event_log.run_started(key, control.sequence, record)
+        if self.event_log.enabled:
+            self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)
 
     # -- the event log ------------------------------------------------------------------------

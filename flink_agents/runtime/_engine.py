@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
-from flink_agents.api._events import Event, InputEvent, OutputEvent
+from flink_agents.api._events import Event, InputEvent, OutputEvent, input_event
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import NO_CHANGE, ActionContext, ActionServices
@@ -287,6 +287,8 @@ class RunEngine:
         )
         """The ``async def`` actions, which run side by side with the ``async def``
         actions next to them listening to the same event (``parallel-actions``)."""
+        self._plain = {a.name: a for a in plan.actions if not a.is_async}
+        """The plain (not ``async def``) actions, which ``run_plain`` runs back to back."""
         # Made once: every action context shares it (``_context``).
         self._services = ActionServices(
             self.resources,
@@ -423,9 +425,9 @@ class RunEngine:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
         run = RunState(key=key, sequence=sequence, input=record)
         if self.journal is None:
-            event = InputEvent(input=record)
+            event = input_event(record)
         else:  # a replayed input must carry the same event id
-            event = InputEvent(id=input_event_id(self.journal.job, key, sequence), input=record)
+            event = input_event(record, input_event_id(self.journal.job, key, sequence))
         self._enqueue(run, event)
         return run
 
@@ -471,6 +473,99 @@ class RunEngine:
         if result is not None and inspect.iscoroutine(result):
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
+
+    def run_plain(
+        self, run: RunState, sensory: StateMap, short_term: StateMap
+    ) -> tuple[int, list[Any], Suspended | ActionExecutionError | None]:
+        """Run the plain actions at the head of the queue back to back, as ``step`` would
+        one at a time, for the common run that makes no durable call and writes nothing
+        outside Flink state: each action's buffered writes go straight into the maps, its
+        events into the queue, without the per-step results ``step`` makes.
+
+        Stops at an ``async def`` action, at the run's step budget, and before any action
+        when the action log may hold the run's records (``step`` replays them); a plain
+        action that turns out to need more (a durable call, a write outside Flink, a
+        coroutine returned) completes through ``step``'s own path.
+
+        Returns:
+            How many actions completed, the outputs they sent (in order), and what stopped
+            the run short of its next action: None (the queue is empty or its head is for
+            ``step``), a suspension (to park the run, as ``step`` returns it), or the
+            ``ActionExecutionError`` of a failed action (nothing of it applied; the actions
+            before it were).
+
+        Raises:
+            ActionLogError: the action log failed (the job fails).
+        """
+        outputs: list[Any] = []
+        if type(run) is not RunState or run.ready:
+            return 0, outputs, None
+        journal = self.journal
+        if journal is not None:
+            journal.check()
+            if journal.may_replay(run.key, run.sequence):
+                return 0, outputs, None
+        plain, configs, services = self._plain, self._configs, self._services
+        actions_for, action_completed = self.plan.actions_for, self.metrics.action_completed
+        queue, key, sequence = run.queue, run.key, run.sequence
+        steps = 0
+        while queue:
+            pending = queue[0]
+            action = plain.get(pending.action)
+            if action is None or run.steps >= self.max_steps:
+                break
+            name = action.name
+            context = ActionContext(
+                key,
+                sensory,
+                short_term,
+                configs[name],
+                services,
+                (sequence, run.steps + 1, name),
+                run.attempts > 0,
+            )
+            try:
+                result = action.function(pending.event, context)
+            except Exception as error:
+                failure = self._failure(run, action, error, context)
+                if not isinstance(failure, ActionExecutionError):
+                    raise failure from error
+                failure.__cause__ = error
+                return steps, outputs, failure
+            coroutine = result is not None and inspect.iscoroutine(result)
+            if (
+                coroutine
+                or context.recorder is not None
+                or context.wrote_outside
+                or context.infrastructure_error is not None
+            ):  # ``step``'s own path, from where it would be now
+                try:
+                    if coroutine:
+                        outcome = self._advance(run, action, context, result, None, None)
+                    else:
+                        outcome = self._complete(run, action, context)
+                except ActionExecutionError as failure:
+                    return steps, outputs, failure
+                if type(outcome) is not StepResult:
+                    return steps, outputs, outcome
+                steps += 1
+                outputs.extend(outcome.outputs)
+                action_completed(name, len(outcome.events), False)
+                continue
+            if context.apply_writes():
+                run.sensory_written = True
+            queue.popleft()
+            run.steps += 1
+            run.attempts = 0
+            steps += 1
+            sent = context.sent
+            for event in sent:
+                if type(event) is OutputEvent or isinstance(event, OutputEvent):
+                    outputs.append(event.output)
+                for listener in actions_for(type(event)):
+                    queue.append(PendingAction(listener.name, event))
+            action_completed(name, len(sent), False)
+        return steps, outputs, None
 
     def _recorded(self, run: RunState, step: int, action: BoundAction) -> ActionRecord | None:
         """The action log's record of this step, when an earlier attempt completed it.

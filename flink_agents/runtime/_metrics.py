@@ -356,7 +356,12 @@ class AgentMetrics:
 
     def action_completed(self, action: str, events: int, replayed: bool) -> None:
         """An action completed (or was replayed) and sent ``events`` events."""
-        self.action_executed(action)
+        counter = self._per_action.get(action)
+        if counter is None:
+            self.action_executed(action)  # makes the action's counter
+        else:  # ``action_executed``, inlined: twice per record of a two-action agent
+            self._actions.count += 1
+            counter.count += 1
         self._events.count += events
         if replayed:
             self._actions_replayed.count += 1

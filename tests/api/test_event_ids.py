@@ -1,5 +1,5 @@
-"""Event ids are made on every step: built fast, they must still be the UUIDs the standard
-constructors make."""
+"""Event ids and input events are made on every run: built fast, they must still be what the
+standard constructors make."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import json
 import pickle
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from flink_agents.api import InputEvent
-from flink_agents.api._events import new_event_id, uuid_from_bits
+from flink_agents.api._events import input_event, new_event_id, uuid_from_bits
 from flink_agents.runtime._journal import canonical_key, input_event_id
 from flink_agents.runtime.action_log._ids import NAMESPACE
 
@@ -52,3 +53,20 @@ def test_input_event_ids_fold_the_run_into_the_uuid5_of_job_and_key(key, sequenc
 def test_input_event_ids_differ_for_every_key_and_run_and_job(keys, sequences):
     ids = {input_event_id(job, key, n) for job in ("a", "b") for key in keys for n in sequences}
     assert len(ids) == 2 * len(keys) * len(sequences)
+
+
+@pytest.mark.parametrize("given", [None, uuid.UUID(int=12345, version=4)])
+def test_input_event_is_the_validated_event(given):
+    record = {"text": "hi", "n": [1, 2]}
+    made = input_event(record, given)
+    validated = InputEvent(input=record) if given is None else InputEvent(id=given, input=record)
+    assert type(made) is InputEvent
+    assert made.input is record and isinstance(made.id, uuid.UUID)
+    if given is not None:
+        assert made.id == given
+    assert made == validated.model_copy(update={"id": made.id})
+    assert made.model_fields_set == validated.model_fields_set
+    assert made.model_dump() == {"id": made.id, "input": record}
+    assert pickle.loads(pickle.dumps(made)) == made
+    assert made.__pydantic_extra__ is None and made.__pydantic_private__ is None
+    assert made.model_copy(deep=True) == made

@@ -301,3 +301,28 @@ class ResourceAgent(Agent):
         except FlinkAgentsError as error:
             found = error
         ctx.send_event(OutputEvent(output=found))
+
+
+def triple(value: int) -> int:
+    return 3 * value
+
+
+class SyncThenAsyncAgent(Agent):
+    """A plain action (with a durable call of its own when the input asks for one), then an
+    ``async def`` action that awaits a durable call."""
+
+    @action(InputEvent)
+    @staticmethod
+    def prepare(event: InputEvent, ctx) -> None:
+        value = event.input["value"]
+        if event.input.get("call"):
+            value = ctx.durable_execute(triple, value)
+        ctx.short_term_memory.set("prepared", value)
+        ctx.send_event(OutputEvent(output=("prepared", value)))
+        ctx.send_event(Doubled(value=value))
+
+    @action(Doubled)
+    @staticmethod
+    async def finish(event: Doubled, ctx) -> None:
+        value = await ctx.durable_execute_async(triple, event.value)
+        ctx.send_event(OutputEvent(output=("finished", value)))

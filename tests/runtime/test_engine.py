@@ -131,6 +131,90 @@ def test_step_limit_counts_completed_steps():
     assert run.steps == 3
 
 
+def run_plain_to_end(engine, run, sensory, short_term):
+    """``run_plain`` until it stops, then ``step`` for what it leaves (as the driver does)."""
+    outputs, steps = [], 0
+    while not run.finished:
+        done, sent, outcome = engine.run_plain(run, sensory, short_term)
+        outputs += sent
+        steps += done
+        if outcome is None and not run.finished:
+            outcome = engine.step(run, sensory, short_term)
+        if outcome is not None:
+            result = engine.complete_blocking(run, outcome)
+            engine.metrics.action_completed(result.action, len(result.events), result.replayed)
+            outputs += result.outputs
+            steps += 1
+    return outputs, steps
+
+
+def counts(metrics) -> dict:
+    return {k: v for k, v in metrics.snapshot().items() if "PerSec" not in k and "Ms" not in k}
+
+
+@pytest.mark.parametrize(
+    ("agent", "record"),
+    [
+        (agents.ChainAgent, 21),
+        (agents.SensoryAgent, "x"),
+        (agents.FailingAgent, {"id": 7}),
+        (agents.TwoListenersAgent, "r"),
+        (agents.SyncThenAsyncAgent, {"value": 2}),
+        (agents.SyncThenAsyncAgent, {"value": 2, "call": True}),
+    ],
+)
+def test_run_plain_leaves_what_step_by_step_leaves(agent, record):
+    """Outputs, memory (flattened entries, markers included) and the run's counters are
+    those of stepping the same run one action at a time."""
+    stepped_engine, plain_engine = engine_for(agent), engine_for(agent)
+    stepped_maps, plain_maps = (DictState(), DictState()), (DictState(), DictState())
+    stepped_run = stepped_engine.start("k", 1, record)
+    plain_run = plain_engine.start("k", 1, record)
+    stepped = []
+    while not stepped_run.finished:
+        result = stepped_engine.step_blocking(stepped_run, *stepped_maps)
+        stepped_engine.metrics.action_completed(result.action, len(result.events), False)
+        stepped.append(result)
+    outputs, steps = run_plain_to_end(plain_engine, plain_run, *plain_maps)
+    assert outputs == [o for r in stepped for o in r.outputs]
+    assert steps == len(stepped) == plain_run.steps == stepped_run.steps
+    assert [m.data for m in plain_maps] == [m.data for m in stepped_maps]
+    assert plain_run.sensory_written == stepped_run.sensory_written
+    assert counts(plain_engine.metrics) == counts(stepped_engine.metrics)
+
+
+def test_run_plain_stops_at_an_async_action():
+    engine = engine_for(agents.SyncThenAsyncAgent)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, {"value": 2})
+    steps, outputs, outcome = engine.run_plain(run, sensory, short_term)
+    assert (steps, outputs, outcome) == (1, [("prepared", 2)], None)
+    assert [p.action for p in run.queue] == ["finish"]
+    assert snapshot(short_term) == {"prepared": 2}
+
+
+def test_run_plain_returns_a_failure_with_the_actions_before_it_applied():
+    engine = engine_for(agents.FailingAgent)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, {"id": 1, "fail": True})
+    steps, outputs, failure = engine.run_plain(run, sensory, short_term)
+    assert (steps, outputs) == (1, [])
+    assert isinstance(failure, ActionExecutionError)
+    assert failure.action == "explode" and isinstance(failure.__cause__, ValueError)
+    assert [p.action for p in run.queue] == ["explode"] and run.steps == 1
+    assert snapshot(sensory) == {"kept": 1}
+    assert snapshot(short_term) == {"kept": 1}
+
+
+def test_run_plain_stops_at_the_step_limit_for_step_to_fail():
+    engine = engine_for(agents.LoopAgent, max_steps_per_run=3)
+    sensory, short_term = DictState(), DictState()
+    run = engine.start("k", 1, None)
+    assert engine.run_plain(run, sensory, short_term) == (3, [], None)
+    with pytest.raises(ActionExecutionError, match="exceeded 3 steps"):
+        engine.step(run, sensory, short_term)
+
+
 def test_async_action_step():
     engine = engine_for(agents.AsyncAgent)
     result = engine.step(engine.start("k", 1, 4), DictState(), DictState())
