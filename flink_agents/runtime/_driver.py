@@ -27,9 +27,10 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Protocol
 
 from flink_agents.api._errors import ActionExecutionError
@@ -176,6 +177,9 @@ class KeyDriver:
         self.metrics = engine.metrics
         self.metrics.watch(lambda: len(self.parked), lambda: len(self._in_flight))
         self.event_log = engine.event_log
+        self._plain_runs = not self.event_log.enabled and not self.options.memory_snapshots
+        """Whether a new run may start through ``_run_plain``: neither the event log (it
+        times each action) nor memory snapshots (emitted per run) are on."""
 
     # -- callbacks -------------------------------------------------------------------------
 
@@ -196,8 +200,51 @@ class KeyDriver:
         if control.run is None:
             if self._in_flight or self._storing:
                 self._respect_in_flight_limit()
+            if self._plain_runs and known is not None and known.sensory is not None:
+                return self._run_plain(key, record, control, state, timers, known)
             return self._drive(key, control, state, timers, record=record, known=known)
         return self._queue(key, record, control, state, timers)
+
+    def _run_plain(
+        self,
+        key: Any,
+        record: Any,
+        control: KeyControl,
+        state: KeyState,
+        timers: Timers,
+        known: _KeyCache,
+    ) -> Iterable[Any]:
+        """A new run of a key seen before, for the common run whose actions are all plain
+        (``RunEngine.run_plain``): what ``_drive`` does for it, without a generator. A run
+        that needs more (an async action, a failure, a replay) goes on in ``_drive``, from
+        where ``run_plain`` stopped."""
+        sensory, short_term = known.sensory, known.short_term
+        engine = self.engine
+        run = self._start(key, control, record)
+        try:
+            steps, outputs, outcome = engine.run_plain(run, sensory, short_term)
+        except BaseException:
+            self._flush(control, state, sensory, short_term)
+            raise
+        self.steps += steps
+        if outcome is not None or not run.finished:
+            control.run = run  # ``_drive`` takes it from here (and writes the control value)
+            return chain(
+                outputs, self._drive(key, control, state, timers, known=known, first=outcome)
+            )
+        self.metrics.run_succeeded()
+        engine.end(run, sensory)
+        self._flush(control, state, sensory, short_term)
+        return outputs
+
+    @staticmethod
+    def _flush(
+        control: KeyControl, state: KeyState, sensory: CachedState, short_term: CachedState
+    ) -> None:
+        """Write what a callback changed to the key's state (``_drive``'s ``finally``)."""
+        sensory.flush()
+        short_term.flush()
+        state.set_control(control)
 
     def _queue(
         self, key: Any, record: Any, control: KeyControl, state: KeyState, timers: Timers
@@ -308,12 +355,13 @@ class KeyDriver:
         record: Any = None,
         resume: tuple[RunState, Suspended] | None = None,
         known: _KeyCache | bool | None = False,
+        first: Suspended | ActionExecutionError | None = None,
     ) -> Iterator[Any]:
         """Run the key's run in progress (``resume``: a parked run, live, with its done
         call; else the one in state, restored or due for a retry; else a new one for
         ``record``), then its queued inputs, until all end or one parks. The control value
         is written once, at the end. (``known``: the key's cache entry, when the caller has
-        it already.)"""
+        it already; ``first``: what stopped ``run_plain`` on the run, to handle first.)"""
         engine = self.engine
         metrics, event_log = self.metrics, self.event_log
         logging_events = event_log.enabled
@@ -338,8 +386,13 @@ class KeyDriver:
             while True:
                 while run.queue or run.ready:
                     started = time.perf_counter() if logging_events else 0.0
-                    outcome = None
-                    if suspension is None and not run.ready and not logging_events:
+                    outcome, first = first, None
+                    if (
+                        outcome is None
+                        and suspension is None
+                        and not run.ready
+                        and not logging_events
+                    ):
                         # Plain actions back to back (``run_plain``); what stops them (an
                         # async action, a replay, a failure, a suspension) is handled below
                         # as ``step``'s outcome. The event log times each action: ``step``.
@@ -423,9 +476,8 @@ class KeyDriver:
                 self._queued = max(0, self._queued - 1)
                 run = self._start(key, control, state.pop_pending())
         finally:  # Flink's state is complete whenever this callback returns
-            sensory.flush()  # (nothing to do for a map the callback did not change)
-            short_term.flush()
-            state.set_control(control)
+            # (nothing to do for a map the callback did not change)
+            self._flush(control, state, sensory, short_term)
             if known is not None:
                 known.control = control
                 # (A resumed run's maps: those it parked with, which may predate the entry.)
