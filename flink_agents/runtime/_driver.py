@@ -220,21 +220,26 @@ class KeyDriver:
         where ``run_plain`` stopped."""
         sensory, short_term = known.sensory, known.short_term
         engine = self.engine
-        run = self._start(key, control, record)
+        control.sequence += 1
         try:
-            steps, outputs, outcome = engine.run_plain(run, sensory, short_term)
+            steps, outputs, run, outcome = engine.run_new(
+                key, control.sequence, record, sensory, short_term
+            )
         except BaseException:
             self._flush(control, state, sensory, short_term)
             raise
         self.steps += steps
-        if outcome is not None or not run.finished:
-            control.run = run  # ``_drive`` takes it from here (and writes the control value)
-            return chain(
-                outputs, self._drive(key, control, state, timers, known=known, first=outcome)
-            )
-        self.metrics.run_succeeded()
-        engine.end(run, sensory)
-        self._flush(control, state, sensory, short_term)
+        if run is not None:
+            if outcome is not None or not run.finished:
+                control.run = run  # ``_drive`` takes it from here (and writes the control value)
+                return chain(
+                    outputs, self._drive(key, control, state, timers, known=known, first=outcome)
+                )
+            self.metrics.run_succeeded()
+            engine.end(run, sensory)
+        sensory.flush()
+        short_term.flush()
+        state.set_control(control)
         return outputs
 
     @staticmethod

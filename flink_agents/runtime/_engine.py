@@ -52,6 +52,10 @@ class PendingAction:
     event: Event
 
 
+# What stopped ``RunEngine._plain_actions`` (see there).
+_FOR_STEP, _FAILED, _UNUSUAL = object(), object(), object()
+
+
 @dataclass
 class RunState:
     """Where a run is: its identity and the actions still to run."""
@@ -287,8 +291,9 @@ class RunEngine:
         )
         """The ``async def`` actions, which run side by side with the ``async def``
         actions next to them listening to the same event (``parallel-actions``)."""
-        self._plain = {a.name: a for a in plan.actions if not a.is_async}
-        """The plain (not ``async def``) actions, which ``run_plain`` runs back to back."""
+        self._routes: dict[type, tuple[BoundAction, ...]] = {}
+        """``plan.actions_for``, by event type, for ``run_plain`` (one lookup per event)."""
+        self._input_actions = plan.actions_for(InputEvent)
         # Made once: every action context shares it (``_context``).
         self._services = ActionServices(
             self.resources,
@@ -474,6 +479,49 @@ class RunEngine:
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
 
+    def run_new(
+        self, key: Any, sequence: int, record: Any, sensory: StateMap, short_term: StateMap
+    ) -> tuple[int, list[Any], RunState | None, Suspended | ActionExecutionError | None]:
+        """``start`` a run for ``record`` and ``run_plain`` it, without making the run's
+        state unless something stops its plain actions: the common run, whose actions are
+        all plain, ends here (its sensory memory cleared, counted as succeeded).
+
+        Returns:
+            How many actions completed, their outputs (in order), and either None, None
+            (the run ended) or the run with what stopped it, as ``run_plain`` returns it
+            (``step`` takes the run from there).
+
+        Raises:
+            ActionLogError: the action log failed (the job fails).
+        """
+        metrics = self.metrics
+        metrics.run_started()
+        metrics.event_processed()  # its input event
+        journal = self.journal
+        if journal is None:
+            event = input_event(record)
+        else:  # a replayed input must carry the same event id
+            journal.check()
+            event = input_event(record, input_event_id(journal.job, key, sequence))
+            if journal.may_replay(key, sequence):  # ``step`` replays the run's records
+                run = RunState(key=key, sequence=sequence, input=record)
+                self._enqueue(run, event)
+                return 0, [], run, None
+        queue = [(action, event) for action in self._input_actions]
+        done, outputs, written, stop = self._plain_actions(
+            key, sequence, queue, 0, False, sensory, short_term
+        )
+        if stop is None:
+            metrics.run_succeeded()
+            if written:
+                sensory.clear()
+            return done, outputs, None, None
+        run = RunState(key=key, sequence=sequence, input=record)
+        run.steps, run.sensory_written = done, written
+        run.queue.extend(PendingAction(action.name, event) for action, event in queue[done:])
+        more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
+        return done + more, outputs + sent, run, outcome
+
     def run_plain(
         self, run: RunState, sensory: StateMap, short_term: StateMap
     ) -> tuple[int, list[Any], Suspended | ActionExecutionError | None]:
@@ -497,23 +545,62 @@ class RunEngine:
         Raises:
             ActionLogError: the action log failed (the job fails).
         """
-        outputs: list[Any] = []
         if type(run) is not RunState or run.ready:
-            return 0, outputs, None
+            return 0, [], None
         journal = self.journal
         if journal is not None:
             journal.check()
             if journal.may_replay(run.key, run.sequence):
-                return 0, outputs, None
-        plain, configs, services = self._plain, self._configs, self._services
-        actions_for, action_completed = self.plan.actions_for, self.metrics.action_completed
-        queue, key, sequence = run.queue, run.key, run.sequence
-        steps = 0
-        while queue:
-            pending = queue[0]
-            action = plain.get(pending.action)
-            if action is None or run.steps >= self.max_steps:
-                break
+                return 0, [], None
+        actions = self._actions
+        queue = [(actions[pending.action], pending.event) for pending in run.queue]
+        done, outputs, written, stop = self._plain_actions(
+            run.key, run.sequence, queue, run.steps, run.attempts > 0, sensory, short_term
+        )
+        if done:
+            run.steps += done
+            run.attempts = 0
+            run.sensory_written = run.sensory_written or written
+            run.queue.clear()
+            run.queue.extend(PendingAction(action.name, event) for action, event in queue[done:])
+        if stop is None:
+            return done, outputs, None
+        more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
+        return done + more, outputs + sent, outcome
+
+    def _plain_actions(
+        self,
+        key: Any,
+        sequence: int,
+        queue: list[tuple[BoundAction, Event]],
+        steps: int,
+        retried: bool,
+        sensory: StateMap,
+        short_term: StateMap,
+    ) -> tuple[int, list[Any], bool, tuple[Any, ...] | None]:
+        """The loop of ``run_plain``: run the plain actions of ``queue`` (``(action,
+        event)`` pairs, appended to as they send events) from its head, each as ``step``
+        would (its buffered writes applied to the maps, its events queued), until the queue
+        is done or its next action is for ``step``: an ``async def`` one, one past the step
+        budget (``steps`` taken before), one that failed or turned out to need more.
+        (``retried``: whether the head action failed before.)
+
+        Returns:
+            How many actions completed (the first that many of ``queue``), their outputs,
+            whether they wrote sensory memory, and what stopped the loop, for
+            ``_plain_stopped``: None (the queue is done), ``(_FOR_STEP,)`` (the next
+            action is for ``step``), ``(_FAILED, context, error)`` or
+            ``(_UNUSUAL, context, result)`` (an action that needs ``step``'s path).
+        """
+        configs, services, routes = self._configs, self._services, self._routes
+        action_completed, max_steps = self.metrics.action_completed, self.max_steps
+        outputs: list[Any] = []
+        written = False
+        done = 0
+        while done < len(queue):
+            action, event = queue[done]
+            if action.is_async or steps + done >= max_steps:
+                return done, outputs, written, (_FOR_STEP,)
             name = action.name
             context = ActionContext(
                 key,
@@ -521,51 +608,66 @@ class RunEngine:
                 short_term,
                 configs[name],
                 services,
-                (sequence, run.steps + 1, name),
-                run.attempts > 0,
+                (sequence, steps + done + 1, name),
+                retried,
             )
+            retried = False
             try:
-                result = action.function(pending.event, context)
+                result = action.function(event, context)
             except Exception as error:
-                failure = self._failure(run, action, error, context)
-                if not isinstance(failure, ActionExecutionError):
-                    raise failure from error
-                failure.__cause__ = error
-                return steps, outputs, failure
-            coroutine = result is not None and inspect.iscoroutine(result)
+                return done, outputs, written, (_FAILED, context, error)
             if (
-                coroutine
+                (result is not None and inspect.iscoroutine(result))
                 or context.recorder is not None
                 or context.wrote_outside
                 or context.infrastructure_error is not None
-            ):  # ``step``'s own path, from where it would be now
-                try:
-                    if coroutine:
-                        outcome = self._advance(run, action, context, result, None, None)
-                    else:
-                        outcome = self._complete(run, action, context)
-                except ActionExecutionError as failure:
-                    return steps, outputs, failure
-                if type(outcome) is not StepResult:
-                    return steps, outputs, outcome
-                steps += 1
-                outputs.extend(outcome.outputs)
-                action_completed(name, len(outcome.events), False)
-                continue
+            ):
+                return done, outputs, written, (_UNUSUAL, context, result)
             if context.apply_writes():
-                run.sensory_written = True
-            queue.popleft()
-            run.steps += 1
-            run.attempts = 0
-            steps += 1
+                written = True
+            done += 1
             sent = context.sent
-            for event in sent:
-                if type(event) is OutputEvent or isinstance(event, OutputEvent):
-                    outputs.append(event.output)
-                for listener in actions_for(type(event)):
-                    queue.append(PendingAction(listener.name, event))
+            for sent_event in sent:
+                kind = type(sent_event)
+                if kind is OutputEvent or isinstance(sent_event, OutputEvent):
+                    outputs.append(sent_event.output)
+                listeners = routes.get(kind)
+                if listeners is None:
+                    listeners = routes[kind] = self.plan.actions_for(kind)
+                for listener in listeners:
+                    queue.append((listener, sent_event))
             action_completed(name, len(sent), False)
-        return steps, outputs, None
+        return done, outputs, written, None
+
+    def _plain_stopped(
+        self, run: RunState, stop: tuple[Any, ...], sensory: StateMap, short_term: StateMap
+    ) -> tuple[int, list[Any], Suspended | ActionExecutionError | None]:
+        """Go on from where ``_plain_actions`` stopped on ``run`` (its state brought up to
+        date, the stopping action at the head of its queue), as ``run_plain`` returns: a
+        failed action's error; an action that needs more completed through ``step``'s own
+        path (parked, or followed by the plain actions after it)."""
+        if stop[0] is _FOR_STEP:
+            return 0, [], None
+        kind, context, result = stop
+        action = self._actions[run.queue[0].action]
+        if kind is _FAILED:
+            failure = self._failure(run, action, result, context)
+            if not isinstance(failure, ActionExecutionError):
+                raise failure from result
+            failure.__cause__ = result
+            return 0, [], failure
+        try:
+            if result is not None and inspect.iscoroutine(result):
+                outcome = self._advance(run, action, context, result, None, None)
+            else:
+                outcome = self._complete(run, action, context)
+        except ActionExecutionError as failure:
+            return 0, [], failure
+        if type(outcome) is not StepResult:
+            return 0, [], outcome
+        self.metrics.action_completed(outcome.action, len(outcome.events), False)
+        done, outputs, stopped = self.run_plain(run, sensory, short_term)
+        return 1 + done, [*outcome.outputs, *outputs], stopped
 
     def _recorded(self, run: RunState, step: int, action: BoundAction) -> ActionRecord | None:
         """The action log's record of this step, when an earlier attempt completed it.
