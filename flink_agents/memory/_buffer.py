@@ -53,6 +53,14 @@ class BufferedState:
         self._removed = False
         """Whether a removal was ever buffered (else every write is a put)."""
 
+    def load(self, delta: MemoryDelta) -> None:
+        """Buffer the writes of ``delta`` (on an empty buffer: its ``delta()`` is then
+        ``delta``)."""
+        self._cleared = delta.cleared
+        self._writes.update(delta.puts)
+        for key in delta.removals:
+            self.remove(key)
+
     def get(self, key: str) -> Any:
         written = self._writes.get(key, _ABSENT)
         if written is _ABSENT:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flink_agents.memory._buffer import MemoryDelta
 from flink_agents.memory._state import StateMap
 
 _MISSING = object()
@@ -31,10 +32,20 @@ put since), so clearing it again needs no call: a run's sensory memory, cleared 
 of every run that wrote some, reaches Flink state only when a run parks."""
 
 
-class CachedState:
-    """``StateMap`` over ``base``: reads are cached, writes are kept until ``flush``."""
+_ABSENT = object()
+"""In an undo entry: the key was not in the cache (or not among the dirty keys)."""
+_ALL = object()
+"""An undo key: the whole cache, dirty keys and clear flag as they were at ``begin``."""
 
-    __slots__ = ("_base", "_cache", "_cleared", "_dirty", "_put_all")
+
+class CachedState:
+    """``StateMap`` over ``base``: reads are cached, writes are kept until ``flush``.
+
+    Between ``begin`` and ``commit`` (one action's execution) it also records what each
+    write replaced, so that ``rollback`` can take the writes back: an action that fails
+    leaves nothing, as if it had written to a buffer of its own."""
+
+    __slots__ = ("_base", "_cache", "_cleared", "_dirty", "_put_all", "_undo")
 
     def __init__(
         self, base: StateMap, cache: dict[str, Any] | None = None, *, put_all: bool = False
@@ -50,6 +61,9 @@ class CachedState:
         self._cache: dict[str, Any] = {} if cache is None else cache
         self._dirty: dict[str, Any] = {}  # key -> value, or _MISSING for a removal
         self._cleared = False
+        self._undo: dict[Any, Any] | None = None
+        """While recording (``begin``): per key written, its cache and dirty entries before
+        the first write; or, once cleared, ``_ALL``: everything as it was at ``begin``."""
 
     def get(self, key: str) -> Any:
         cache = self._cache
@@ -78,14 +92,32 @@ class CachedState:
         return present
 
     def put(self, key: str, value: Any) -> None:
+        undo = self._undo
+        if undo is not None and key not in undo:
+            undo[key] = (self._cache.get(key, _ABSENT), self._dirty.get(key, _ABSENT))
         self._cache[key] = _NONE if value is None else value
         self._dirty[key] = value
 
     def remove(self, key: str) -> None:
+        undo = self._undo
+        if undo is not None and key not in undo:
+            undo[key] = (self._cache.get(key, _ABSENT), self._dirty.get(key, _ABSENT))
         self._cache[key] = _MISSING
         self._dirty[key] = _MISSING
 
     def clear(self) -> None:
+        undo = self._undo
+        if undo is not None:
+            everything = undo.get(_ALL)
+            if everything is None:
+                # Everything as it was at ``begin``: now, with the writes since taken back.
+                cache, dirty = dict(self._cache), dict(self._dirty)
+                for key, (cached, written) in undo.items():
+                    _restore(cache, key, cached)
+                    _restore(dirty, key, written)
+                everything = (cache, dirty, self._cleared)
+            # (The writes since are gone with the clear: only the state at ``begin`` counts.)
+            self._undo = {_ALL: everything}
         cache = self._cache
         empty = _EMPTY in cache
         cache.clear()
@@ -94,6 +126,40 @@ class CachedState:
             cache[_COMPLETE] = cache[_EMPTY] = True
         else:
             self._cleared = True
+
+    def begin(self) -> None:
+        """Start recording what writes replace, until ``commit`` or ``rollback``."""
+        self._undo = {}
+
+    def commit(self) -> bool:
+        """Keep the writes since ``begin``; whether there were any."""
+        undo, self._undo = self._undo, None
+        return bool(undo)
+
+    def rollback(self) -> MemoryDelta:
+        """Take back the writes since ``begin``, and return them: the delta that applying
+        to this state (as it is now again) would make it what it was before."""
+        undo, self._undo = self._undo, None
+        if not undo:
+            return MemoryDelta()
+        dirty = self._dirty
+        everything = undo.pop(_ALL, None)
+        # Every key written since (since the clear, if there was one) is dirty.
+        written = {key: dirty[key] for key in undo}
+        puts = {key: value for key, value in written.items() if value is not _MISSING}
+        removals = tuple(key for key, value in written.items() if value is _MISSING)
+        cache = self._cache
+        if everything is not None:
+            before_cache, before_dirty, self._cleared = everything
+            cache.clear()  # in place: the driver's key cache holds this dict
+            cache.update(before_cache)
+            dirty.clear()
+            dirty.update(before_dirty)
+        else:
+            for key, (cached, was_dirty) in undo.items():
+                _restore(cache, key, cached)
+                _restore(dirty, key, was_dirty)
+        return MemoryDelta(everything is not None, puts, removals)
 
     @property
     def cache(self) -> dict[str, Any]:
@@ -132,3 +198,11 @@ class CachedState:
             self._put_all(batch)  # one call for every put
             cache.pop(_EMPTY, None)
         dirty.clear()
+
+
+def _restore(entries: dict[Any, Any], key: Any, value: Any) -> None:
+    """Put back an undo entry's ``value`` of ``key`` (``_ABSENT``: no entry)."""
+    if value is _ABSENT:
+        entries.pop(key, None)
+    else:
+        entries[key] = value

@@ -16,7 +16,14 @@ from flink_agents.api._memory import MemoryObject
 from flink_agents.api._metrics import MetricGroup
 from flink_agents.api._resources import ResourceType
 from flink_agents.api._sub_agent import SubAgent
-from flink_agents.memory import BufferedState, FlatMemory, IdMinter, MemoryDelta, StateMap
+from flink_agents.memory import (
+    BufferedState,
+    CachedState,
+    FlatMemory,
+    IdMinter,
+    MemoryDelta,
+    StateMap,
+)
 from flink_agents.runtime._journal import CallRecorder, CallSlot, function_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
@@ -298,6 +305,71 @@ class ActionContext(RunnerContext):
             NO_CHANGE if sensory is None else sensory.delta(),
             NO_CHANGE if short_term is None else short_term.delta(),
         )
+
+
+class DirectActionContext(ActionContext):
+    """An ``ActionContext`` whose memory writes go straight into the run's maps, two
+    ``CachedState``s recording what each write replaced (``CachedState.begin``), rather
+    than into buffers applied when the action returns: for the plain actions the engine
+    runs back to back (``RunEngine.run_plain``), which then ``apply_writes`` (keeps them)
+    or ``rollback``s. What needs the writes as buffers (their deltas, a sub-run, an
+    action that turns out to need the engine's full path) first turns it into an ordinary
+    ``ActionContext`` with the writes so far moved into its buffers (``buffered``)."""
+
+    _sensory: CachedState
+    _short_term: CachedState
+
+    @property
+    def sensory_memory(self) -> MemoryObject:
+        root = self._sensory_root
+        if root is None:
+            self._sensory.begin()
+            root = self._sensory_root = FlatMemory(self._sensory).root()
+        return root
+
+    @property
+    def short_term_memory(self) -> MemoryObject:
+        root = self._short_term_root
+        if root is None:
+            self._short_term.begin()
+            root = self._short_term_root = FlatMemory(self._short_term).root()
+        return root
+
+    def apply_writes(self) -> bool:
+        written = self._sensory_root is not None and self._sensory.commit()
+        if self._short_term_root is not None:
+            self._short_term.commit()
+        return written
+
+    def rollback(self) -> None:
+        """Take back the memory writes of this execution (it failed)."""
+        if self._sensory_root is not None:
+            self._sensory.rollback()
+        if self._short_term_root is not None:
+            self._short_term.rollback()
+
+    def buffered(self) -> ActionContext:
+        """Become an ordinary ``ActionContext`` (this very object): the writes so far are
+        taken back from the maps into its buffers, and the memory objects the action holds
+        read and write through those buffers from now on."""
+        for root_name, buffer_name, state in (
+            ("_sensory_root", "_sensory_buffer", self._sensory),
+            ("_short_term_root", "_short_term_buffer", self._short_term),
+        ):
+            root = getattr(self, root_name)
+            if root is not None:
+                buffer = BufferedState(state)
+                buffer.load(state.rollback())
+                root.memory.state = buffer
+                setattr(self, buffer_name, buffer)
+        self.__class__ = ActionContext
+        return self
+
+    def short_term_buffer(self) -> BufferedState:
+        return self.buffered().short_term_buffer()
+
+    def deltas(self) -> tuple[MemoryDelta, MemoryDelta]:
+        return self.buffered().deltas()
 
 
 class _DurableCall:

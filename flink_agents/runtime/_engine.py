@@ -23,9 +23,14 @@ from typing import Any, NamedTuple
 
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent, OutputEvent, input_event
-from flink_agents.memory import MemoryDelta, StateMap, apply_rebased, rebase_points
+from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
-from flink_agents.runtime._context import NO_CHANGE, ActionContext, ActionServices
+from flink_agents.runtime._context import (
+    NO_CHANGE,
+    ActionContext,
+    ActionServices,
+    DirectActionContext,
+)
 from flink_agents.runtime._event_log import EventLog
 from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
 from flink_agents.runtime._long_term import LongTermProvider
@@ -594,6 +599,9 @@ class RunEngine:
         """
         configs, services, routes = self._configs, self._services, self._routes
         action_completed, max_steps = self.metrics.action_completed, self.max_steps
+        # Over the driver's caches, writes go straight into the maps, undone on failure.
+        direct = type(sensory) is CachedState and type(short_term) is CachedState
+        make_context = DirectActionContext if direct else ActionContext
         outputs: list[Any] = []
         written = False
         done = 0
@@ -602,7 +610,7 @@ class RunEngine:
             if action.is_async or steps + done >= max_steps:
                 return done, outputs, written, (_FOR_STEP,)
             name = action.name
-            context = ActionContext(
+            context = make_context(
                 key,
                 sensory,
                 short_term,
@@ -616,6 +624,10 @@ class RunEngine:
                 result = action.function(event, context)
             except Exception as error:
                 return done, outputs, written, (_FAILED, context, error)
+            except BaseException:
+                if direct:
+                    context.rollback()
+                raise
             if (
                 (result is not None and inspect.iscoroutine(result))
                 or context.recorder is not None
@@ -650,6 +662,11 @@ class RunEngine:
             return 0, [], None
         kind, context, result = stop
         action = self._actions[run.queue[0].action]
+        if type(context) is DirectActionContext:
+            if kind is _FAILED:
+                context.rollback()  # nothing of a failed action is applied
+            else:
+                context.buffered()  # ``step``'s path applies its writes from buffers
         if kind is _FAILED:
             failure = self._failure(run, action, result, context)
             if not isinstance(failure, ActionExecutionError):

@@ -8,9 +8,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flink_agents.memory import CachedState, DictState
+from flink_agents.memory import BufferedState, CachedState, DictState
 
-KEYS = st.sampled_from(["", "a", "a.b", "c"])
+KEY_NAMES = ["", "a", "a.b", "c"]
+KEYS = st.sampled_from(KEY_NAMES)
 VALUES = st.one_of(st.none(), st.integers(), st.text(max_size=3))
 OPS = st.lists(
     st.one_of(
@@ -154,3 +155,57 @@ def test_several_puts_are_one_put_all_and_removals_stay_single():
     cached.put("a", 3)  # a single put needs no dict
     cached.flush()
     assert base.calls[-1] == ("put", "a") and base.data == {"a": 3, "b": 2}
+
+
+ACTION_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("get"), KEYS),
+        st.tuples(st.just("contains"), KEYS),
+        st.tuples(st.just("put"), KEYS, VALUES),
+        st.tuples(st.just("remove"), KEYS),
+        st.tuples(st.just("clear")),
+    ),
+    max_size=20,
+)
+
+
+def _replay(ops: list, *states: Any) -> None:
+    for op, *args in ops:
+        if op == "flush":
+            getattr(states[-1], "flush", lambda: None)()
+            continue
+        results = {repr(getattr(state, op)(*args)) for state in states}
+        assert len(results) == 1, (op, args, results)
+
+
+@given(st.dictionaries(KEYS, VALUES), OPS, ACTION_OPS, st.booleans())
+def test_an_action_s_writes_are_kept_or_taken_back_whole(initial, before, action, keep) -> None:
+    """Between ``begin`` and ``commit`` the cache records what writes replace: ``rollback``
+    leaves it as it was at ``begin`` (reads, and what a flush writes) and returns the
+    writes as the delta a buffer over it would have held."""
+    model = DictState(dict(initial))
+    base = DictState(dict(initial))
+    cached = CachedState(base)
+    _replay(before, model, cached)
+    at_begin = dict(model.data)
+    cached.begin()
+    _replay(action, model, cached)
+    after = dict(model.data)
+    if keep:
+        assert cached.commit() == any(op in ("put", "remove", "clear") for op, *_ in action)
+    else:
+        delta = cached.rollback()
+        for key in KEY_NAMES:
+            assert cached.get(key) == at_begin.get(key)
+            assert cached.contains(key) == (key in at_begin)
+        redone = DictState(dict(at_begin))
+        delta.apply_to(redone)
+        assert redone.data == after
+        buffer = BufferedState(cached)  # the same writes, loaded into a buffer
+        buffer.load(delta)
+        assert buffer.delta() == delta
+        for key in KEY_NAMES:
+            assert buffer.get(key) == after.get(key)
+            assert buffer.contains(key) == (key in after)
+    cached.flush()
+    assert base.data == (after if keep else at_begin)

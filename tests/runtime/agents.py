@@ -326,3 +326,39 @@ class SyncThenAsyncAgent(Agent):
     async def finish(event: Doubled, ctx) -> None:
         value = await ctx.durable_execute_async(triple, event.value)
         ctx.send_event(OutputEvent(output=("finished", value)))
+
+
+class WritesAroundCallAgent(Agent):
+    """A plain action that writes both memories, makes a durable call (even inputs), and
+    writes again: what it wrote before the call belongs to its action-log record too. A
+    second action reads it all back."""
+
+    @action(InputEvent)
+    @staticmethod
+    def prepare(event: InputEvent, ctx) -> None:
+        memory = ctx.short_term_memory
+        memory.set("before", event.input)
+        memory.new_object("box").set("x", event.input)
+        ctx.sensory_memory.set("seen", event.input)
+        value = event.input
+        if value % 2 == 0:
+            memory.delete("box")
+            value = ctx.durable_execute(triple, value)
+        memory.set("after", value)
+        ctx.send_event(Doubled(value=value))
+
+    @action(Doubled)
+    @staticmethod
+    def report(event: Doubled, ctx) -> None:
+        memory = ctx.short_term_memory
+        ctx.send_event(
+            OutputEvent(
+                output=(
+                    memory.get("before"),
+                    memory.get("after"),
+                    memory.is_exist("box"),
+                    ctx.sensory_memory.get("seen"),
+                    event.value,
+                )
+            )
+        )

@@ -108,3 +108,21 @@ class SyncCoordinator(Agent):
     @staticmethod
     def coordinate(event: InputEvent, ctx) -> None:
         ctx.send_event(OutputEvent(output=ctx.run_agent("researcher", event.input)))
+
+
+class SharingSyncCoordinator(Agent):
+    """A sync action that writes short-term memory, then runs the researcher sharing it
+    (the researcher counts its questions there), then reads what the researcher wrote."""
+
+    @resource(ResourceType.TOOL)
+    @staticmethod
+    def researcher() -> SubAgent:
+        return SubAgent(Researcher, share_short_term_memory=True)
+
+    @action(InputEvent)
+    @staticmethod
+    def coordinate(event: InputEvent, ctx) -> None:
+        memory = ctx.short_term_memory
+        memory.set("topic", event.input)
+        found = ctx.run_agent("researcher", event.input)
+        ctx.send_event(OutputEvent(output={"found": found, "asked": memory.get("asked")}))

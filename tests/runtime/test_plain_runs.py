@@ -1,17 +1,21 @@
 """Runs of plain actions take a shorter path (``RunEngine.run_plain``, and for a new run of
-a known key ``KeyDriver._run_plain``): it must leave exactly what stepping each action
-leaves. With the event log on, every action goes through ``RunEngine.step``; with memory
-snapshots on, new runs go through ``KeyDriver._drive``. The three must agree on outputs,
-error records, memory, run sequences and counts, whatever the run does after its plain
-actions (fail, call, await)."""
+a known key ``KeyDriver._run_plain`` and ``RunEngine.run_new``, whose actions write straight
+into the driver's caches and undo the writes when they fail): it must leave exactly what
+stepping each action leaves. With the event log on, every action goes through
+``RunEngine.step``; with memory snapshots on, new runs go through ``KeyDriver._drive``. The
+three must agree on outputs, error records, memory, run sequences and counts, and with an
+action log on the records it holds, whatever the run does after or during its plain
+actions (fail, call, await, run a sub-agent)."""
 
 from __future__ import annotations
 
 import pytest
 
 from flink_agents.runtime import AgentOptions, LocalRunner
+from flink_agents.runtime._journal import ActionJournal, canonical_key
 from flink_agents.runtime._local import ERRORS
-from tests.runtime import agents
+from flink_agents.runtime.action_log import InMemoryActionLog
+from tests.runtime import agents, sub_agent_agents
 
 CASES = {
     "plain": (agents.ChainAgent, [3, 4, 5, 6, 7, 8]),
@@ -23,11 +27,19 @@ CASES = {
         agents.SyncThenAsyncAgent,
         [{"value": i, "call": i % 2 == 0} for i in range(1, 8)],
     ),
+    "writes, calls, writes": (agents.WritesAroundCallAgent, list(range(1, 9))),
+    "writes, runs a sub-agent sharing its memory": (
+        sub_agent_agents.SharingSyncCoordinator,
+        ["tides", "moons", "tides", "forbidden", "moons"],
+    ),
 }
 
 
-def run_all(agent, records, **options) -> dict:
-    runner = LocalRunner(agent, options=AgentOptions(error_policy="error-output", **options))
+def run_all(agent, records, log=None, **options) -> dict:
+    journal = None if log is None else ActionJournal(log, "job")
+    runner = LocalRunner(
+        agent, options=AgentOptions(error_policy="error-output", **options), journal=journal
+    )
     outputs = []
     for index, record in enumerate(records):
         outputs += runner.run(f"k{index % 2}", record)
@@ -46,17 +58,41 @@ def run_all(agent, records, **options) -> dict:
         "sequences": {k: s.stored_control.sequence for k, s in runner._states.items()},
         "steps": runner.steps,
         "counts": counts,
+        "logged": _logged(journal, runner.keys),
     }
 
 
+def _logged(journal, keys) -> dict:
+    """The memory deltas of the action log's records, per key (event ids are random)."""
+    if journal is None:
+        return {}
+    journal.flush()
+    return {
+        key: [
+            (r.identity, r.sensory, r.short_term)
+            for r in journal.log.key_records("job", canonical_key(key))
+        ]
+        for key in keys
+    }
+
+
+@pytest.mark.parametrize("logged", [False, True], ids=["no log", "action log"])
 @pytest.mark.parametrize("case", CASES)
-def test_plain_paths_leave_what_stepping_leaves(case, tmp_path):
+def test_plain_paths_leave_what_stepping_leaves(case, logged, tmp_path):
     agent, records = CASES[case]
-    fast = run_all(agent, records)
-    driven = run_all(agent, records, memory_snapshots=True)
+    logs = [InMemoryActionLog() if logged else None for _ in range(3)]
+    fast = run_all(agent, records, logs[0])
+    driven = run_all(agent, records, logs[1], memory_snapshots=True)
     stepped = run_all(
-        agent, records, event_log_level="standard", event_log_dir=str(tmp_path / "events")
+        agent,
+        records,
+        logs[2],
+        event_log_level="standard",
+        event_log_dir=str(tmp_path / "events"),
     )
     assert fast["outputs"], "the case must produce outputs"
-    assert bool(fast["errors"]) == (agent is agents.FailingAgent)
+    failing = agent in (agents.FailingAgent, sub_agent_agents.SharingSyncCoordinator)
+    assert bool(fast["errors"]) == failing
+    if logged and agent not in (agents.ChainAgent, agents.FailingAgent):
+        assert any(fast["logged"].values()), "the case must write action-log records"
     assert fast == driven == stepped
