@@ -17,9 +17,10 @@ from typing import Any
 
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-from pyflink.datastream.state import MapStateDescriptor
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
+from flink_agents.api._events import input_event
 
 NUM_KEYS = 128
 COUNTS: Counter[str] = Counter()
@@ -91,6 +92,74 @@ class RawCounter(KeyedProcessFunction):
         memory.put("sum", total)
         COUNTS["raw"] += 1
         yield ctx.get_current_key(), count, total
+
+
+class _Memory:
+    """One key's short-term fields, with what ``CounterAgent``'s actions call on memory."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
+
+    def get(self, path: str) -> Any:
+        return self.fields.get(path)
+
+    def set(self, path: str, value: Any) -> None:
+        self.fields[path] = value
+
+
+class _Context:
+    """What ``CounterAgent``'s actions use of their context, and nothing more."""
+
+    __slots__ = ("key", "sent", "short_term_memory")
+
+    def __init__(self, key: str, memory: _Memory) -> None:
+        self.key, self.short_term_memory, self.sent = key, memory, []
+
+    def send_event(self, event: Event) -> None:
+        self.sent.append(event)
+
+
+class ActionCodeOnly(KeyedProcessFunction):
+    """``CounterAgent``'s two actions called by hand, with the least any framework does
+    around them: the run's ``InputEvent`` (made as ours makes it), a context per action,
+    the key's memory read from state once and kept (as our driver's cache does), and at
+    the end of every record its changed fields and the run's sequence written back (one
+    ``put_all`` in thread mode, as ours). The agent's throughput if the framework itself
+    cost nothing; ``thread_mode``: PyFlink's process mode ``put_all`` takes no dict."""
+
+    def __init__(self, thread_mode: bool) -> None:
+        self.thread_mode = thread_mode
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        pickled = Types.PICKLED_BYTE_ARRAY()
+        self.memory = runtime_context.get_map_state(
+            MapStateDescriptor("short_term", Types.STRING(), pickled)
+        )
+        self.control = runtime_context.get_state(ValueStateDescriptor("control", pickled))
+        self.keys: dict[str, tuple[list[int], dict[str, Any]]] = {}
+
+    def process_element(self, value: tuple[str, int], ctx: KeyedProcessFunction.Context):
+        key = value[0]
+        known = self.keys.get(key)
+        if known is None:
+            fields = {name: self.memory.get(name) for name in ("count", "sum")}
+            known = self.keys[key] = ([self.control.value() or 0], fields)
+        sequence, fields = known
+        sequence[0] += 1
+        memory = _Memory(fields)
+        first = _Context(key, memory)
+        CounterAgent.count(input_event(value), first)
+        second = _Context(key, memory)
+        CounterAgent.total(first.sent[0], second)
+        if self.thread_mode:
+            self.memory.put_all(dict(fields))
+        else:
+            for name, field in fields.items():
+                self.memory.put(name, field)
+        self.control.update(sequence[0])
+        return [event.output for event in second.sent]
 
 
 class PassThrough(KeyedProcessFunction):

@@ -44,9 +44,10 @@ from flink_agents.api import AgentsExecutionEnvironment
 
 GOAL = 0.7
 EMPTY, STARTUP = "empty (source -> sink)", "python start-up (raw, 128 records)"
-PASSTHROUGH, RAW, AGENT, AGENT_NO_LOG, AGENT_PG = (
+PASSTHROUGH, RAW, CODE, AGENT, AGENT_NO_LOG, AGENT_PG = (
     "keyed passthrough, no state",
     "raw KeyedProcessFunction + MapState",
+    "the agent's action code alone, no framework",
     "agent (2 actions), default action log",
     "agent (2 actions), action_log=none",
     "agent (2 actions), PostgreSQL action log",
@@ -72,6 +73,14 @@ def raw_job(records: int, config: dict[str, str]) -> Timing:
     return _checked(timed(env, "raw MapState"), "raw", records, config)
 
 
+def code_job(records: int, config: dict[str, str]) -> Timing:
+    env = make_env(config=config)
+    discard(_code_stream(env, records, config))
+    timing = timed(env, "action code")
+    agents.COUNTS["code"] = agents.COUNTS.pop("agent", 0)  # counted by the action
+    return _checked(timing, "code", records, config)
+
+
 def agent_job(records: int, config: dict[str, str], **options) -> Timing:
     env = make_env(config=config)
     discard(_agent_stream(env, records, **options))
@@ -92,7 +101,12 @@ def verify(config: dict[str, str], per_key: int = 10) -> None:
     expected = {
         f"k{k}": (per_key, sum(range(k, n, agents.NUM_KEYS))) for k in range(agents.NUM_KEYS)
     }
-    for name, build in (("raw", _raw_stream), ("agent", _agent_stream)):
+    builds = (
+        ("raw", _raw_stream),
+        ("agent", _agent_stream),
+        ("action code", lambda env, n: _code_stream(env, n, config)),
+    )
+    for name, build in builds:
         env = make_env(config=config)
         with build(env, n).execute_and_collect() as results:
             outputs = list(results)
@@ -109,6 +123,14 @@ def verify(config: dict[str, str], per_key: int = 10) -> None:
 def _raw_stream(env, records: int):
     stream = key_stream(keyed_records(env, records, agents.NUM_KEYS))
     return stream.process(agents.RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY())
+
+
+def _code_stream(env, records: int, config: dict[str, str]):
+    stream = key_stream(keyed_records(env, records, agents.NUM_KEYS))
+    thread_mode = config.get("python.execution-mode") == "thread"
+    return stream.process(
+        agents.ActionCodeOnly(thread_mode), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
 
 
 def _agent_stream(env, records: int, **options):
@@ -177,6 +199,16 @@ def report(n: int, timings: dict[str, Timing]) -> float:
     if AGENT_PG in timings:
         pg_cost = (no_log - empty) / (timings[AGENT_PG].wall - empty)
         print(f"ratio agent PostgreSQL log/no log, net:     {pg_cost:.2f}   (goal >= 0.8)")
+    if CODE in timings:
+        code = timings[CODE].wall
+        print(
+            f"ratio action code alone/raw, net:           {(raw - empty) / (code - empty):.2f}"
+            "   (the most the agent reaches if the framework cost nothing)"
+        )
+        print(
+            "framework's own time, us/record net:         "
+            f"{(no_log - code) / n * 1e6:.1f}   (agent without log - action code alone)"
+        )
     print(f"ratio agent/raw, records/s net of the empty job: {ratio:.2f}")
     print(f"ratio agent/raw, records/s wall clock:           {raw / agent:.2f}")
     net_py = (raw - startup) / (agent - startup)
@@ -237,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         (AGENT, lambda: agent_job(n, config)),
         (AGENT_NO_LOG, lambda: agent_job(n, config, action_log="none")),
     ]
-    jobs += [(RAW, lambda: raw_job(n, config))]
+    jobs += [(RAW, lambda: raw_job(n, config)), (CODE, lambda: code_job(n, config))]
 
     postgres = None
     if args.postgres:
