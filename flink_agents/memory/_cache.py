@@ -137,8 +137,8 @@ class CachedState:
         return bool(undo)
 
     def rollback(self) -> MemoryDelta:
-        """Take back the writes since ``begin``, and return them: the delta that applying
-        to this state (as it is now again) would make it what it was before."""
+        """Take back the writes since ``begin``, and return them: the delta that, applied
+        to this state as it is again, would redo them."""
         undo, self._undo = self._undo, None
         if not undo:
             return MemoryDelta()

@@ -215,9 +215,9 @@ class KeyDriver:
         known: _KeyCache,
     ) -> Iterable[Any]:
         """A new run of a key seen before, for the common run whose actions are all plain
-        (``RunEngine.run_plain``): what ``_drive`` does for it, without a generator. A run
+        (``RunEngine.run_new``): what ``_drive`` does for it, without a generator. A run
         that needs more (an async action, a failure, a replay) goes on in ``_drive``, from
-        where ``run_plain`` stopped."""
+        where its plain actions stopped."""
         sensory, short_term = known.sensory, known.short_term
         engine = self.engine
         control.sequence += 1
@@ -237,9 +237,7 @@ class KeyDriver:
                 )
             self.metrics.run_succeeded()
             engine.end(run, sensory)
-        sensory.flush()
-        short_term.flush()
-        state.set_control(control)
+        self._flush(control, state, sensory, short_term)
         return outputs
 
     @staticmethod

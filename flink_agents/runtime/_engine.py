@@ -625,7 +625,7 @@ class RunEngine:
             except Exception as error:
                 return done, outputs, written, (_FAILED, context, error)
             except BaseException:
-                if direct:
+                if type(context) is DirectActionContext:  # (not turned into an ordinary one)
                     context.rollback()
                 raise
             if (

@@ -13,17 +13,14 @@ from flink_agents.memory import BufferedState, CachedState, DictState
 KEY_NAMES = ["", "a", "a.b", "c"]
 KEYS = st.sampled_from(KEY_NAMES)
 VALUES = st.one_of(st.none(), st.integers(), st.text(max_size=3))
-OPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("get"), KEYS),
-        st.tuples(st.just("contains"), KEYS),
-        st.tuples(st.just("put"), KEYS, VALUES),
-        st.tuples(st.just("remove"), KEYS),
-        st.tuples(st.just("clear")),
-        st.tuples(st.just("flush")),
-    ),
-    max_size=40,
+ACTION_OP = st.one_of(  # what an action can do to a map
+    st.tuples(st.just("get"), KEYS),
+    st.tuples(st.just("contains"), KEYS),
+    st.tuples(st.just("put"), KEYS, VALUES),
+    st.tuples(st.just("remove"), KEYS),
+    st.tuples(st.just("clear")),
 )
+OPS = st.lists(st.one_of(ACTION_OP, st.tuples(st.just("flush"))), max_size=40)
 
 
 class CountingState(DictState):
@@ -157,16 +154,7 @@ def test_several_puts_are_one_put_all_and_removals_stay_single():
     assert base.calls[-1] == ("put", "a") and base.data == {"a": 3, "b": 2}
 
 
-ACTION_OPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("get"), KEYS),
-        st.tuples(st.just("contains"), KEYS),
-        st.tuples(st.just("put"), KEYS, VALUES),
-        st.tuples(st.just("remove"), KEYS),
-        st.tuples(st.just("clear")),
-    ),
-    max_size=20,
-)
+ACTION_OPS = st.lists(ACTION_OP, max_size=20)
 
 
 def _replay(ops: list, *states: Any) -> None:

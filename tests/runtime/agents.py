@@ -362,3 +362,20 @@ class WritesAroundCallAgent(Agent):
                 )
             )
         )
+
+
+class Stop(BaseException):
+    """Not an ``Exception``: what stops a process (``KeyboardInterrupt``, ``SystemExit``)."""
+
+
+class StoppedAgent(Agent):
+    """Writes its input to short-term memory, then stops the process when it is "stop"."""
+
+    @action(InputEvent)
+    @staticmethod
+    def write(event: InputEvent, ctx) -> None:
+        ctx.short_term_memory.set("last", event.input)
+        ctx.sensory_memory.set("seen", event.input)
+        if event.input == "stop":
+            raise Stop
+        ctx.send_event(OutputEvent(output=event.input))

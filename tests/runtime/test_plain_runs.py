@@ -96,3 +96,17 @@ def test_plain_paths_leave_what_stepping_leaves(case, logged, tmp_path):
     if logged and agent not in (agents.ChainAgent, agents.FailingAgent):
         assert any(fast["logged"].values()), "the case must write action-log records"
     assert fast == driven == stepped
+
+
+def test_an_action_stopped_by_a_base_exception_leaves_no_write_in_state():
+    """The driver writes a callback's state back even when it ends in an exception that is
+    not the action's failure (the process stops): a plain action writing straight into the
+    caches must have its writes taken back first."""
+    runner = LocalRunner(agents.StoppedAgent, options=AgentOptions())
+    assert runner.run("k", "first") == ["first"]
+    assert runner.run("k", "second") == ["second"]  # a key the driver knows: the plain path
+    with pytest.raises(agents.Stop):
+        runner.run("k", "stop")
+    state = runner._states["k"]
+    assert state.short_term.data["last"] == "second"
+    assert "seen" not in state.sensory.data
