@@ -112,9 +112,7 @@ class CachedState:
             if everything is None:
                 # Everything as it was at ``begin``: now, with the writes since taken back.
                 cache, dirty = dict(self._cache), dict(self._dirty)
-                for key, (cached, written) in undo.items():
-                    _restore(cache, key, cached)
-                    _restore(dirty, key, written)
+                _put_back(undo, cache, dirty)
                 everything = (cache, dirty, self._cleared)
             # (The writes since are gone with the clear: only the state at ``begin`` counts.)
             self._undo = {_ALL: everything}
@@ -156,9 +154,7 @@ class CachedState:
             dirty.clear()
             dirty.update(before_dirty)
         else:
-            for key, (cached, was_dirty) in undo.items():
-                _restore(cache, key, cached)
-                _restore(dirty, key, was_dirty)
+            _put_back(undo, cache, dirty)
         return MemoryDelta(everything is not None, puts, removals)
 
     @property
@@ -198,6 +194,13 @@ class CachedState:
             self._put_all(batch)  # one call for every put
             cache.pop(_EMPTY, None)
         dirty.clear()
+
+
+def _put_back(undo: dict[Any, Any], cache: dict[Any, Any], dirty: dict[Any, Any]) -> None:
+    """Put back into ``cache`` and ``dirty`` the entries the per-key ``undo`` log holds."""
+    for key, (cached, was_dirty) in undo.items():
+        _restore(cache, key, cached)
+        _restore(dirty, key, was_dirty)
 
 
 def _restore(entries: dict[Any, Any], key: Any, value: Any) -> None:

@@ -434,12 +434,14 @@ class RunEngine:
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
         run = RunState(key=key, sequence=sequence, input=record)
-        if self.journal is None:
-            event = input_event(record)
-        else:  # a replayed input must carry the same event id
-            event = input_event(record, input_event_id(self.journal.job, key, sequence))
-        self._enqueue(run, event)
+        self._enqueue(run, self._input_event(key, sequence, record))
         return run
+
+    def _input_event(self, key: Any, sequence: int, record: Any) -> InputEvent:
+        if self.journal is None:
+            return input_event(record)
+        # A replayed input must carry the same event id.
+        return input_event(record, input_event_id(self.journal.job, key, sequence))
 
     def step(self, run: RunState, sensory: StateMap, short_term: StateMap) -> StepOutcome:
         """Run the next queued action (with the ``async def`` actions queued right behind
@@ -503,15 +505,11 @@ class RunEngine:
         metrics.run_started()
         metrics.event_processed()  # its input event
         journal = self.journal
-        if journal is None:
-            event = input_event(record)
-        else:  # a replayed input must carry the same event id
+        if journal is not None:
             journal.check()
-            event = input_event(record, input_event_id(journal.job, key, sequence))
             if journal.may_replay(key, sequence):  # ``step`` replays the run's records
-                run = RunState(key=key, sequence=sequence, input=record)
-                self._enqueue(run, event)
-                return 0, [], run, None
+                return 0, [], self.start(key, sequence, record), None
+        event = self._input_event(key, sequence, record)
         queue = [(action, event) for action in self._input_actions]
         done, outputs, written, stop = self._plain_actions(
             key, sequence, queue, 0, False, sensory, short_term
@@ -522,8 +520,7 @@ class RunEngine:
                 sensory.clear()
             return done, outputs, None, None
         run = RunState(key=key, sequence=sequence, input=record)
-        run.steps, run.sensory_written = done, written
-        run.queue.extend(PendingAction(action.name, event) for action, event in queue[done:])
+        self._caught_up(run, queue, done, written)
         more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
         return done + more, outputs + sent, run, outcome
 
@@ -563,11 +560,7 @@ class RunEngine:
             run.key, run.sequence, queue, run.steps, run.attempts > 0, sensory, short_term
         )
         if done:
-            run.steps += done
-            run.attempts = 0
-            run.sensory_written = run.sensory_written or written
-            run.queue.clear()
-            run.queue.extend(PendingAction(action.name, event) for action, event in queue[done:])
+            self._caught_up(run, queue, done, written)
         if stop is None:
             return done, outputs, None
         more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
@@ -650,6 +643,18 @@ class RunEngine:
                     queue.append((listener, sent_event))
             action_completed(name, len(sent), False)
         return done, outputs, written, None
+
+    @staticmethod
+    def _caught_up(
+        run: RunState, queue: list[tuple[BoundAction, Event]], done: int, written: bool
+    ) -> None:
+        """Bring ``run`` to where ``_plain_actions`` left ``queue``: ``done`` more steps
+        completed (its head action's failed attempts forgotten) and the rest queued."""
+        run.steps += done
+        run.attempts = 0
+        run.sensory_written = run.sensory_written or written
+        run.queue.clear()
+        run.queue.extend(PendingAction(action.name, event) for action, event in queue[done:])
 
     def _plain_stopped(
         self, run: RunState, stop: tuple[Any, ...], sensory: StateMap, short_term: StateMap
