@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import json
 import os
 import platform
 import resource
@@ -146,6 +148,29 @@ def source_fingerprint() -> str:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+FIGURES_ENV = "BENCH_FIGURES"
+"""Names the JSON-lines file the benchmarks append their headline figures to (``bench/run_all.sh``
+sets it; ``bench.goals`` reads it). Unset: figures are only printed."""
+
+
+def record_figure(figure: str, value: float, detail: str = "") -> None:
+    """Append one measured figure (an id such as ``state.no_log_over_raw``, its value, and
+    what it was measured on) to the file ``$BENCH_FIGURES`` names, if set."""
+    path = os.environ.get(FIGURES_ENV)
+    if not path:
+        return
+    entry = {
+        "figure": figure,
+        "value": value,
+        "detail": detail,
+        "at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": source_fingerprint(),
+        "load": os.getloadavg()[0],
+    }
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(entry) + "\n")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -51,6 +51,7 @@ from bench._common import (
     keyed_records,
     machine_summary,
     make_env,
+    record_figure,
     table,
     timed,
 )
@@ -218,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         "small-bundle": (small_label, {**small, "python.execution-mode": "process"}),
         "thread": ("thread mode", THREAD),
     }
-    configs = [available[name] for name in args.configs.split(",")]
-    if any(config is THREAD for _, config in configs):
+    configs = [(name, *available[name]) for name in args.configs.split(",")]
+    if any(config is THREAD for _, _, config in configs):
         enable_thread_mode()
 
     print("== (b) async throughput: durable calls of 0.2 s, in-flight limits ==")
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
     per_key = [tuple(int(n) for n in pair.split("/")) for pair in args.per_key.split(",") if pair]
     rows, drain_rows, default_rows = [], [], []
-    for label, config in configs:
+    for name, label, config in configs:
         verify(config, args.poll_ms)  # also the warm-up
         jobs: list[tuple[str, int, int | None, float, int | None]] = []  # name, runs, L, s, keys
         for limit in limits:
@@ -278,14 +279,19 @@ def main(argv: list[str] | None = None) -> int:
             spread = "-".join(f"{100 * n / x / ideal:.0f}" for x in (max(spans[i]), min(spans[i])))
             net = f"{100 * statistics.median(n / x for x in nets[i]) / ideal:.0f}%"
             net += f", {100 * statistics.median(n / x for x in input_spans[i]) / ideal:.0f}%"
+            detail = f"{label}, {n:,} runs over {keys or max(KEYS, n):,} keys, calls of "
+            detail += f"{seconds * 1000:.0f} ms, median of {args.repeat}"
             if kind == "limit":
                 rows.append((label, limit, n, wall, span, rate, ideal, percent, spread, net))
+                record_figure(f"async.{name}.L{limit}", rate / ideal, detail)
             elif kind == "per-key":
                 drain_rows.append(
                     (label, n, keys, limit, wall, span, rate, ideal, percent, spread, net)
                 )
+                record_figure(f"async.{name}.per_key.{n}/{keys}", rate / ideal, detail)
             else:
                 default_rows.append((label, n, keys, wall, span, rate, ideal, percent, spread, net))
+                record_figure(f"async.{name}.default_options", rate / ideal, detail)
     print()
     print("one record per key:")
     headers = ["configuration", "in-flight L", "runs", "wall s", "span s", "runs/s"]

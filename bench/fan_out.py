@@ -24,7 +24,15 @@ import time
 from pyflink.common import Types
 
 from bench import agents
-from bench._common import discard, enable_thread_mode, machine_summary, make_env, table, timed
+from bench._common import (
+    discard,
+    enable_thread_mode,
+    machine_summary,
+    make_env,
+    record_figure,
+    table,
+    timed,
+)
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import AgentOptions, LocalRunner
@@ -85,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     for parallel in (True, False):
         latency = local_latency(args.runs, args.seconds, parallel)
         rows.append(("local runner", parallel, latency, latency / args.seconds))
+        if parallel:
+            record_figure("fan_out.local", latency / args.seconds, f"{args.runs} runs")
         print(f"  local parallel={parallel}: {latency * 1000:.0f} ms per run", flush=True)
     for mode in args.modes.split(","):
         startup = statistics.median(
@@ -96,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             latency = (wall - startup) / args.runs
             rows.append((f"MiniCluster, {mode} mode", parallel, latency, latency / args.seconds))
+            if parallel:
+                detail = f"{args.runs} runs, median of {args.repeat} jobs"
+                record_figure(f"fan_out.{mode}", latency / args.seconds, detail)
             print(
                 f"  {mode} parallel={parallel}: {wall:.2f} s wall, start-up {startup:.2f} s: "
                 f"{latency * 1000:.0f} ms per run",

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Run the benchmarks and keep their output in bench/out/ (about 12 minutes on 2 cores).
-#   bench/run_all.sh            # everything
+# Run the benchmarks, keep their output in bench/out/ and end with issue 13's goals as one
+# table (bench/goals.py, from the figures the benchmarks record in bench/out/figures.jsonl).
+# About 30 minutes on 2 cores; the first run also installs Apache Flink Agents 0.2.0 from
+# PyPI into .bench-venvs/ (about 1.7 GB, a minute).
+#   bench/run_all.sh                 # everything
 #   RECORDS=50000 bench/run_all.sh   # a quicker state benchmark
+#   APACHE=0 bench/run_all.sh        # without the Apache Flink Agents comparison
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -9,6 +13,8 @@ RECORDS=${RECORDS:-200000}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=bench/out
 mkdir -p "$OUT"
+export BENCH_FIGURES="$PWD/$OUT/figures.jsonl"
+: > "$BENCH_FIGURES"
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -21,7 +27,7 @@ mkdir -p "$OUT"
   uptime
 } 2>&1 | tee "$OUT/machine.txt"
 
-"$PY" -m bench.state_throughput --records "$RECORDS" --mode thread 2>&1 \
+"$PY" -m bench.state_throughput --records "$RECORDS" --mode thread --postgres 2>&1 \
   | tee "$OUT/state_throughput_thread.txt"
 "$PY" -m bench.state_throughput --records "$RECORDS" --mode process --no-passthrough 2>&1 \
   | tee "$OUT/state_throughput.txt"
@@ -32,3 +38,19 @@ else
   echo "py-spy not installed: skipping the profile (.venv/bin/pip install py-spy)" | tee "$OUT/profile_dispatcher.txt"
 fi
 "$PY" -m bench.long_term_batching 2>&1 | tee "$OUT/long_term_batching.txt"
+"$PY" -m bench.fan_out 2>&1 | tee "$OUT/fan_out.txt"
+"$PY" -m bench.startup_memory 2>&1 | tee "$OUT/startup_memory_thread.txt"
+
+# Apache Flink Agents 0.2.0 on the same agent, in a venv of its own (see its README).
+AFA="$PWD/.bench-venvs/apache-flink-agents/bin/python"
+if [[ "${APACHE:-1}" == "0" ]]; then
+  echo "APACHE=0: skipping the Apache Flink Agents comparison" | tee "$OUT/apache_flink_agents_thread.txt"
+elif bash bench/apache_flink_agents/setup.sh > "$OUT/apache_flink_agents_setup.txt" 2>&1; then
+  "$AFA" bench/apache_flink_agents/memory_agent.py --records 20000 --mode thread 2>&1 \
+    | tee "$OUT/apache_flink_agents_thread.txt"
+else
+  echo "Apache Flink Agents could not be installed (see $OUT/apache_flink_agents_setup.txt):" \
+    "skipping the comparison" | tee "$OUT/apache_flink_agents_thread.txt"
+fi
+
+"$PY" -m bench.goals "$BENCH_FIGURES" 2>&1 | tee "$OUT/goals.txt"

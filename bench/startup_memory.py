@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         return child(json.loads(args.child))
 
     from bench import agents
-    from bench._common import machine_summary, table
+    from bench._common import machine_summary, record_figure, table
 
     print("== start-up and memory: agent vs raw KeyedProcessFunction (issue 13, goal 5) ==")
     print(machine_summary())
@@ -351,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
         ratio = med(job, "peak_rss") / raw_peak
         first_met = "MET" if delta <= FIRST_OUTPUT_GOAL_S else "NOT MET"
         rss_met = "MET" if ratio <= RSS_GOAL else "NOT MET"
+        which = "agent" if job == AGENT else "agent_no_log"
+        detail = f"{args.mode} mode, median of {args.repeat}"
+        record_figure(f"startup.{args.mode}.first_output_delta_s.{which}", delta, detail)
+        record_figure(f"startup.{args.mode}.peak_rss_ratio.{which}", ratio, detail)
         print(
             f"{JOBS[job]}: first output {delta:+.2f} s vs raw ({first_met}: "
             f"<= {FIRST_OUTPUT_GOAL_S} s); peak RSS {ratio:.2f}x raw "

@@ -36,6 +36,7 @@ from bench._common import (
     keyed_records,
     machine_summary,
     make_env,
+    record_figure,
     sequence,
     table,
     timed,
@@ -163,8 +164,9 @@ def flink_config(args: argparse.Namespace) -> dict[str, str]:
     return config
 
 
-def report(n: int, timings: dict[str, Timing]) -> float:
-    """Print the table and ratios; returns the agent/raw ratio net of the empty job."""
+def report(n: int, timings: dict[str, Timing], mode: str = "thread") -> float:
+    """Print the table and ratios (and record the headline figures, ``record_figure``);
+    returns the agent/raw ratio net of the empty job."""
     empty, startup = timings[EMPTY].wall, timings[STARTUP].wall
     rows = []
     for name, t in timings.items():
@@ -194,17 +196,23 @@ def report(n: int, timings: dict[str, Timing]) -> float:
     print()
     without_log = (raw - empty) / (no_log - empty)
     log_cost = (no_log - empty) / (agent - empty)
+    detail = f"{n:,} records, {mode} mode"
     print(f"ratio agent without log/raw, net of empty:  {without_log:.2f}   (goal >= {GOAL})")
     print(f"ratio agent default log/no log, net:        {log_cost:.2f}   (goal >= 0.9)")
+    record_figure(f"state.{mode}.no_log_over_raw", without_log, detail)
+    record_figure(f"state.{mode}.log_over_no_log", log_cost, detail)
+    record_figure(f"state.{mode}.defaults_rec_s", n / (agent - empty), detail)
     if AGENT_PG in timings:
         pg_cost = (no_log - empty) / (timings[AGENT_PG].wall - empty)
         print(f"ratio agent PostgreSQL log/no log, net:     {pg_cost:.2f}   (goal >= 0.8)")
+        record_figure(f"state.{mode}.pg_over_no_log", pg_cost, detail)
     if CODE in timings:
         code = timings[CODE].wall
         print(
             f"ratio action code alone/raw, net:           {(raw - empty) / (code - empty):.2f}"
             "   (the most the agent reaches if the framework cost nothing)"
         )
+        record_figure(f"state.{mode}.code_over_raw", (raw - empty) / (code - empty), detail)
         print(
             "framework's own time, us/record net:         "
             f"{(no_log - code) / n * 1e6:.1f}   (agent without log - action code alone)"
@@ -300,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     # The median run of each job (by wall clock): the machine is shared and noisy.
     median = {name: _median(timings) for name, timings in runs.items()}
     print()
-    report(n, median)
+    report(n, median, args.mode)
     return 0
 
 

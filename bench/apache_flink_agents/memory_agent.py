@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import datetime
+import json
 import os
 import platform
 import shutil
@@ -268,7 +269,20 @@ def header(args: argparse.Namespace, config: dict[str, str]) -> str:
     )
 
 
-def report(records: int, walls: dict[str, list[float]]) -> None:
+def record_figure(figure: str, value: float, detail: str) -> None:
+    """Append a figure to ``$BENCH_FIGURES`` as ``bench._common.record_figure`` does (that
+    module imports ours, which cannot load in this venv)."""
+    path = os.environ.get("BENCH_FIGURES")
+    if not path:
+        return
+    at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    entry = {"figure": figure, "value": value, "detail": detail, "at": at}
+    entry["load"] = os.getloadavg()[0]
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(entry) + "\n")
+
+
+def report(records: int, walls: dict[str, list[float]], mode: str = "thread") -> None:
     empty = statistics.median(walls["empty"])
     print(f"{'job':<22} {'median wall s':>13} {'runs s':>22} {'rec/s wall':>11} {'rec/s net':>10}")
     net_rates = {}
@@ -286,6 +300,9 @@ def report(records: int, walls: dict[str, list[float]]) -> None:
         )
     ratio = net_rates["apache flink agents"] / net_rates["raw"]
     print(f"\nratio apache flink agents / raw, records/s net of the empty job: {ratio:.2f}")
+    detail = f"{records:,} records, {mode} mode, median of {len(walls['raw'])}"
+    record_figure(f"apache.{mode}.rec_s", net_rates["apache flink agents"], detail)
+    record_figure(f"apache.{mode}.raw_rec_s", net_rates["raw"], detail)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,5 +334,5 @@ def main(argv: list[str] | None = None) -> int:
             walls[name].append(wall)
             print(f"  round {round_ + 1}: {name}: {wall:.2f} s wall", flush=True)
     print()
-    report(args.records, walls)
+    report(args.records, walls, args.mode)
     return 0
