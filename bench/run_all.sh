@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the benchmarks, keep their output in bench/out/ and end with issue 13's goals as one
 # table (bench/goals.py, from the figures the benchmarks record in bench/out/figures.jsonl).
-# About 30 minutes on 2 cores; the first run also installs Apache Flink Agents 0.2.0 from
+# About 40 minutes on 2 cores; the first run also installs Apache Flink Agents 0.2.0 from
 # PyPI into .bench-venvs/ (about 1.7 GB, a minute).
 #   bench/run_all.sh                 # everything
 #   RECORDS=50000 bench/run_all.sh   # a quicker state benchmark
@@ -27,30 +27,47 @@ export BENCH_FIGURES="$PWD/$OUT/figures.jsonl"
   uptime
 } 2>&1 | tee "$OUT/machine.txt"
 
-"$PY" -m bench.state_throughput --records "$RECORDS" --mode thread --postgres 2>&1 \
-  | tee "$OUT/state_throughput_thread.txt"
-"$PY" -m bench.state_throughput --records "$RECORDS" --mode process --no-passthrough 2>&1 \
-  | tee "$OUT/state_throughput.txt"
-"$PY" -m bench.async_throughput 2>&1 | tee "$OUT/async_throughput.txt"
+# Each step's output is teed to bench/out/; a step that fails is reported at the end, and
+# the others still run.
+FAILED=()
+step() {  # step OUTPUT_FILE COMMAND...
+  local out=$1
+  shift
+  if ! "$@" 2>&1 | tee "$OUT/$out"; then
+    FAILED+=("$out")
+  fi
+}
+
+# The figures of issue 13's goals: thread mode (the default), medians of three rounds.
+step state_throughput_thread.txt \
+  "$PY" -m bench.state_throughput --records "$RECORDS" --mode thread --postgres --repeat 3
+step state_throughput.txt \
+  "$PY" -m bench.state_throughput --records "$RECORDS" --mode process --no-passthrough
+step async_throughput_thread.txt "$PY" -m bench.async_throughput --configs thread --repeat 3
+step async_throughput.txt "$PY" -m bench.async_throughput --configs defaults,small-bundle
 if "$PY" -c "import shutil, sys, pathlib; sys.exit(not (shutil.which('py-spy') or pathlib.Path(sys.executable).with_name('py-spy').exists()))"; then
-  "$PY" -m bench.profile_dispatcher 2>&1 | tee "$OUT/profile_dispatcher.txt"
+  step profile_dispatcher.txt "$PY" -m bench.profile_dispatcher
 else
   echo "py-spy not installed: skipping the profile (.venv/bin/pip install py-spy)" | tee "$OUT/profile_dispatcher.txt"
 fi
-"$PY" -m bench.long_term_batching 2>&1 | tee "$OUT/long_term_batching.txt"
-"$PY" -m bench.fan_out 2>&1 | tee "$OUT/fan_out.txt"
-"$PY" -m bench.startup_memory 2>&1 | tee "$OUT/startup_memory_thread.txt"
+step long_term_batching.txt "$PY" -m bench.long_term_batching
+step fan_out.txt "$PY" -m bench.fan_out
+step startup_memory_thread.txt "$PY" -m bench.startup_memory
 
 # Apache Flink Agents 0.2.0 on the same agent, in a venv of its own (see its README).
 AFA="$PWD/.bench-venvs/apache-flink-agents/bin/python"
 if [[ "${APACHE:-1}" == "0" ]]; then
   echo "APACHE=0: skipping the Apache Flink Agents comparison" | tee "$OUT/apache_flink_agents_thread.txt"
 elif bash bench/apache_flink_agents/setup.sh > "$OUT/apache_flink_agents_setup.txt" 2>&1; then
-  "$AFA" bench/apache_flink_agents/memory_agent.py --records 20000 --mode thread 2>&1 \
-    | tee "$OUT/apache_flink_agents_thread.txt"
+  step apache_flink_agents_thread.txt \
+    "$AFA" bench/apache_flink_agents/memory_agent.py --records 20000 --mode thread
 else
   echo "Apache Flink Agents could not be installed (see $OUT/apache_flink_agents_setup.txt):" \
     "skipping the comparison" | tee "$OUT/apache_flink_agents_thread.txt"
 fi
 
-"$PY" -m bench.goals "$BENCH_FIGURES" 2>&1 | tee "$OUT/goals.txt"
+step goals.txt "$PY" -m bench.goals "$BENCH_FIGURES"
+if (( ${#FAILED[@]} )); then
+  echo "failed: ${FAILED[*]} (see $OUT/)" >&2
+  exit 1
+fi
