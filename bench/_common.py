@@ -156,7 +156,7 @@ sets it; ``bench.goals`` reads it). Unset: figures are only printed."""
 
 
 def record_figure(figure: str, value: float, detail: str = "") -> None:
-    """Append one measured figure (an id such as ``state.no_log_over_raw``, its value, and
+    """Append one measured figure (an id such as ``state.thread.no_log_over_raw``, its value, and
     what it was measured on) to the file ``$BENCH_FIGURES`` names, if set."""
     path = os.environ.get(FIGURES_ENV)
     if not path:

@@ -164,7 +164,7 @@ def flink_config(args: argparse.Namespace) -> dict[str, str]:
     return config
 
 
-def report(n: int, timings: dict[str, Timing], mode: str = "thread") -> float:
+def report(n: int, timings: dict[str, Timing], mode: str = "thread", repeat: int = 1) -> float:
     """Print the table and ratios (and record the headline figures, ``record_figure``);
     returns the agent/raw ratio net of the empty job."""
     empty, startup = timings[EMPTY].wall, timings[STARTUP].wall
@@ -196,7 +196,7 @@ def report(n: int, timings: dict[str, Timing], mode: str = "thread") -> float:
     print()
     without_log = (raw - empty) / (no_log - empty)
     log_cost = (no_log - empty) / (agent - empty)
-    detail = f"{n:,} records, {mode} mode"
+    detail = f"{n:,} records, {mode} mode, median of {repeat}"
     print(f"ratio agent without log/raw, net of empty:  {without_log:.2f}   (goal >= {GOAL})")
     print(f"ratio agent default log/no log, net:        {log_cost:.2f}   (goal >= 0.9)")
     record_figure(f"state.{mode}.no_log_over_raw", without_log, detail)
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             # The agent jobs run in reverse order every other round (use an even --repeat),
             # so that neither always runs right after the raw job: a job's place in the
             # round can move its time by a few percent on this machine.
-            order = jobs if round_ % 2 == 0 else jobs[:-len(agents_jobs)] + agents_jobs[::-1]
+            order = jobs if round_ % 2 == 0 else jobs[: -len(agents_jobs)] + agents_jobs[::-1]
             for name, job in order:
                 t = job()
                 print(
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     # The median run of each job (by wall clock): the machine is shared and noisy.
     median = {name: _median(timings) for name, timings in runs.items()}
     print()
-    report(n, median, args.mode)
+    report(n, median, args.mode, max(1, args.repeat))
     return 0
 
 
