@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from functools import partial
 from typing import Any, TypeVar
 
@@ -228,18 +230,20 @@ class ActionContext(RunnerContext):
         self.last_call_replayed = False
         if recorder is None:
             if metrics is None:
-                return function(*args, **kwargs)
+                return call_to_result(function, *args, **kwargs)
             # The user's arguments bound first: their names cannot clash with timed_call's.
-            return metrics.timed_call(function_id(function), partial(function, *args, **kwargs))
+            bound = partial(call_to_result, function, *args, **kwargs)
+            return metrics.timed_call(function_id(function), bound)
         slot = recorder.begin(function, args, kwargs)
         self.last_call_replayed = slot.recorded is not None
         if slot.recorded is not None:
             if metrics is not None:
                 metrics.durable_call_replayed()
             return slot.replay()
+        run = partial(call_to_result, function)
         if metrics is None:
-            return slot.run(function, args, kwargs)
-        return metrics.timed_call(slot.function, slot.run, function, args, kwargs)
+            return slot.run(run, args, kwargs)
+        return metrics.timed_call(slot.function, slot.run, run, args, kwargs)
 
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any
@@ -402,10 +406,11 @@ class _DurableCall:
                 metrics.durable_call_replayed()
             return slot.replay()
         if slot is None:
-            function, args = self._function, self._args
-            name = function_id(function) if metrics is not None else ""
+            function, args = call_to_result, (self._function, *self._args)
+            name = function_id(self._function) if metrics is not None else ""
         else:  # recorded on the executor thread, as soon as the call ends
-            function, args = slot.run, (self._function, self._args, self._kwargs)
+            run = partial(call_to_result, self._function)
+            function, args = slot.run, (run, self._args, self._kwargs)
             name = slot.function
         if metrics is None:
             future = submit(function, *args, **(self._kwargs if slot is None else {}))
@@ -413,6 +418,25 @@ class _DurableCall:
             kwargs = self._kwargs if slot is None else {}
             future = submit(metrics.timed_call, name, partial(function, *args, **kwargs))
         return (yield future)
+
+
+def call_to_result(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)``; a coroutine it returns (an ``async def`` function, an
+    async client's method) is run to its end on an event loop of its own, as a tool's is
+    (on this thread, or on a thread of its own where this one runs a loop already): a
+    durable call's result is the value, never an unawaited coroutine. (``function`` is
+    positional-only: the user's keyword arguments cannot clash with it.)"""
+    result = function(*args, **kwargs)
+    if inspect.iscoroutine(result):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # the usual case: no loop runs on this thread
+            return asyncio.run(result)
+        # This thread runs an event loop already (a local run in a notebook): the coroutine
+        # gets a thread of its own, since a loop cannot be started inside another.
+        with ThreadPoolExecutor(1, thread_name_prefix="durable-call-loop") as pool:
+            return pool.submit(asyncio.run, result).result()
+    return result
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:

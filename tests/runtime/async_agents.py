@@ -58,3 +58,40 @@ class ForeignAwaitAgent(Agent):
     async def wait(event: InputEvent, ctx) -> None:
         ctx.short_term_memory.set("touched", True)
         await asyncio.sleep(0.01)
+
+
+ASYNC_CRASHES: list[str] = []  # inputs whose first run crashed after its call
+
+
+async def async_upper(text: str) -> str:
+    """An ``async def`` durable function, as an async client's call is."""
+    await asyncio.sleep(0)
+    CALLS.append((text, threading.current_thread().name))
+    return text.upper()
+
+
+def returns_coroutine(text: str):
+    """A plain function that hands back a coroutine (an async client's method, a lambda)."""
+    return async_upper(text)
+
+
+class AwaitsAsyncFunctions(Agent):
+    """Durable calls of an ``async def`` function and of one returning a coroutine; the
+    first run of an input ending in ``"crash"`` fails after both calls."""
+
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        first = await ctx.durable_execute_async(async_upper, event.input)
+        second = await ctx.durable_execute_async(returns_coroutine, event.input + "!")
+        if event.input.endswith("crash") and event.input not in ASYNC_CRASHES:
+            ASYNC_CRASHES.append(event.input)
+            raise KeyboardInterrupt  # the process dies: nothing of the action completes
+        ctx.send_event(OutputEvent(output=[first, second]))
+
+
+class SyncCallsAsyncFunction(Agent):
+    @action(InputEvent)
+    @staticmethod
+    def call(event: InputEvent, ctx) -> None:
+        ctx.send_event(OutputEvent(output=ctx.durable_execute(async_upper, event.input)))

@@ -1,5 +1,6 @@
 """``async def`` actions and durable calls in the local runner."""
 
+import asyncio
 import threading
 
 import pytest
@@ -83,3 +84,48 @@ def test_a_plan_without_async_actions_starts_no_thread():
         assert _async_threads() == before
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("action_log", [None, "none"])  # the in-memory log; no log
+def test_an_async_def_durable_function_is_awaited_and_its_value_returned(action_log):
+    async_agents.CALLS.clear()
+    options = AgentOptions() if action_log is None else AgentOptions(action_log=action_log)
+    runner = LocalRunner(async_agents.AwaitsAsyncFunctions, options=options)
+    assert runner.run("k", "a") == [["A", "A!"]]
+    assert [text for text, _ in async_agents.CALLS] == ["a", "a!"]
+    # On the executor's threads, each on an event loop of its own.
+    assert all(thread != threading.current_thread().name for _, thread in async_agents.CALLS)
+    assert LocalRunner(async_agents.SyncCallsAsyncFunction, options=options).run("k", "b") == [
+        "B"
+    ]
+    runner.engine.close()
+
+
+def test_an_async_def_durable_functions_value_is_recorded_and_replayed():
+    from flink_agents.runtime._journal import ActionJournal
+    from flink_agents.runtime.action_log import InMemoryActionLog
+
+    async_agents.CALLS.clear()
+    log = InMemoryActionLog()
+    first = LocalRunner(async_agents.AwaitsAsyncFunctions, journal=ActionJournal(log, "job"))
+    with pytest.raises(KeyboardInterrupt):
+        first.run("k", "crash")
+    assert len(async_agents.CALLS) == 2
+    first.engine.close()
+
+    second = LocalRunner(async_agents.AwaitsAsyncFunctions, journal=ActionJournal(log, "job"))
+    assert second.run("k", "crash") == [["CRASH", "CRASH!"]]
+    assert len(async_agents.CALLS) == 2  # both answered from the log: the values, not coroutines
+    assert second.engine.journal.reused_calls == 2
+    second.engine.close()
+
+
+def test_an_async_def_durable_function_runs_where_an_event_loop_runs_already():
+    """A local run from code that runs an event loop (a notebook): ``durable_execute`` of an
+    ``async def`` function on that thread still gets its value."""
+    runner = LocalRunner(async_agents.SyncCallsAsyncFunction, options=AgentOptions())
+
+    async def notebook_cell() -> list:
+        return runner.run("k", "c")
+
+    assert asyncio.run(notebook_cell()) == ["C"]

@@ -4,6 +4,7 @@ Each output carries its key, so outputs can be grouped per key, and the last out
 key carries a snapshot of its short-term memory.
 """
 
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -68,16 +69,24 @@ def slow_echo(value: int, delay_ms: int) -> int:
     return value
 
 
+async def slow_echo_async(value: int, delay_ms: int) -> int:
+    """``slow_echo`` as an ``async def`` function (an async client's call)."""
+    await asyncio.sleep(delay_ms / 1000)
+    return value
+
+
 class AsyncOrderAgent(Agent):
     """Durable calls with delays that differ per record, so keys finish out of order; a
-    record with no delay makes no call, so its run never parks (it may queue behind one)."""
+    record with no delay makes no call, so its run never parks (it may queue behind one).
+    Every third call is of an ``async def`` function."""
 
     @action(InputEvent)
     @staticmethod
     async def call(event: InputEvent, ctx) -> None:
         record = event.input
         if record["delay_ms"]:
-            value = await ctx.durable_execute_async(slow_echo, record["n"], record["delay_ms"])
+            echo = slow_echo_async if record["n"] % 3 == 0 else slow_echo
+            value = await ctx.durable_execute_async(echo, record["n"], record["delay_ms"])
         else:
             value = record["n"]
         seen = [*(ctx.short_term_memory.get("seen") or []), value]
