@@ -106,6 +106,7 @@ def test_an_async_def_durable_functions_value_is_recorded_and_replayed():
     from flink_agents.runtime.action_log import InMemoryActionLog
 
     async_agents.CALLS.clear()
+    async_agents.ASYNC_CRASHES.clear()
     log = InMemoryActionLog()
     first = LocalRunner(async_agents.AwaitsAsyncFunctions, journal=ActionJournal(log, "job"))
     with pytest.raises(KeyboardInterrupt):
