@@ -14,6 +14,7 @@ import re
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -36,6 +37,21 @@ _SECTION = re.compile(
 )
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
+
+
+def awaited(result: Any) -> Any:
+    """``result``, or if it is a coroutine (an ``async def`` function's, an async client's
+    method's) its value: run to its end on an event loop of its own, on this thread, or on
+    a thread of its own where this one runs a loop already (a notebook), since a loop
+    cannot be started inside another. For tools and durable calls."""
+    if not inspect.iscoroutine(result):
+        return result
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no loop runs on this thread
+        return asyncio.run(result)
+    with ThreadPoolExecutor(1, thread_name_prefix="coroutine-loop") as pool:
+        return pool.submit(asyncio.run, result).result()
 
 class ToolArgumentsError(FlinkAgentsError, ValueError):
     """A model called a tool with arguments that do not match its schema."""
@@ -194,10 +210,7 @@ class FunctionTool(Tool):
             ) from None
         values = {field: getattr(validated, field) for field in type(validated).model_fields}
         args = [values.pop(field) for field in self._positional]
-        result = self.function(*args, **values)
-        if inspect.iscoroutine(result):
-            result = asyncio.run(result)
-        return result
+        return awaited(self.function(*args, **values))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly, as if it were not a tool."""

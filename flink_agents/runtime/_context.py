@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, wait
 from functools import partial
 from typing import Any, TypeVar
 
@@ -18,6 +16,7 @@ from flink_agents.api._memory import MemoryObject
 from flink_agents.api._metrics import MetricGroup
 from flink_agents.api._resources import ResourceType
 from flink_agents.api._sub_agent import SubAgent
+from flink_agents.api._tools import awaited
 from flink_agents.memory import (
     BufferedState,
     CachedState,
@@ -421,22 +420,10 @@ class _DurableCall:
 
 
 def call_to_result(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """``function(*args, **kwargs)``; a coroutine it returns (an ``async def`` function, an
-    async client's method) is run to its end on an event loop of its own, as a tool's is
-    (on this thread, or on a thread of its own where this one runs a loop already): a
-    durable call's result is the value, never an unawaited coroutine. (``function`` is
-    positional-only: the user's keyword arguments cannot clash with it.)"""
-    result = function(*args, **kwargs)
-    if inspect.iscoroutine(result):
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # the usual case: no loop runs on this thread
-            return asyncio.run(result)
-        # This thread runs an event loop already (a local run in a notebook): the coroutine
-        # gets a thread of its own, since a loop cannot be started inside another.
-        with ThreadPoolExecutor(1, thread_name_prefix="durable-call-loop") as pool:
-            return pool.submit(asyncio.run, result).result()
-    return result
+    """``function(*args, **kwargs)``, a coroutine it returns run to its end (``awaited``, as
+    a tool's is): a durable call's result is the value, never an unawaited coroutine.
+    (``function`` is positional-only: the user's keyword arguments cannot clash with it.)"""
+    return awaited(function(*args, **kwargs))
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -526,8 +526,6 @@ class KeyDriver:
 
     def _start(self, key: Any, control: KeyControl, record: Any) -> RunState:
         control.sequence += 1
-        self.metrics.run_started()
-        self.metrics.event_processed()  # its input event
         if self.event_log.enabled:
             self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)

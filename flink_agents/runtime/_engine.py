@@ -296,9 +296,6 @@ class RunEngine:
         )
         """The ``async def`` actions, which run side by side with the ``async def``
         actions next to them listening to the same event (``parallel-actions``)."""
-        self._routes: dict[type, tuple[BoundAction, ...]] = {}
-        """``plan.actions_for``, by event type, for ``run_plain`` (one lookup per event)."""
-        self._input_actions = plan.actions_for(InputEvent)
         # Made once: every action context shares it (``_context``).
         self._services = ActionServices(
             self.resources,
@@ -438,6 +435,10 @@ class RunEngine:
         return run
 
     def _input_event(self, key: Any, sequence: int, record: Any) -> InputEvent:
+        """The input event of a new run (counted, with the run, in the metrics)."""
+        metrics = self.metrics
+        metrics.run_started()
+        metrics.event_processed()  # its input event
         if self.journal is None:
             return input_event(record)
         # A replayed input must carry the same event id.
@@ -501,21 +502,18 @@ class RunEngine:
         Raises:
             ActionLogError: the action log failed (the job fails).
         """
-        metrics = self.metrics
-        metrics.run_started()
-        metrics.event_processed()  # its input event
         journal = self.journal
         if journal is not None:
             journal.check()
             if journal.may_replay(key, sequence):  # ``step`` replays the run's records
                 return 0, [], self.start(key, sequence, record), None
         event = self._input_event(key, sequence, record)
-        queue = [(action, event) for action in self._input_actions]
+        queue = [(action, event) for action in self.plan.actions_for(InputEvent)]
         done, outputs, written, stop = self._plain_actions(
             key, sequence, queue, 0, False, sensory, short_term
         )
         if stop is None:
-            metrics.run_succeeded()
+            self.metrics.run_succeeded()
             if written:
                 sensory.clear()
             return done, outputs, None, None
@@ -590,7 +588,7 @@ class RunEngine:
             action is for ``step``), ``(_FAILED, context, error)`` or
             ``(_UNUSUAL, context, result)`` (an action that needs ``step``'s path).
         """
-        configs, services, routes = self._configs, self._services, self._routes
+        configs, services, actions_for = self._configs, self._services, self.plan.actions_for
         action_completed, max_steps = self.metrics.action_completed, self.max_steps
         # Over the driver's caches, writes go straight into the maps, undone on failure.
         direct = type(sensory) is CachedState and type(short_term) is CachedState
@@ -636,10 +634,7 @@ class RunEngine:
                 kind = type(sent_event)
                 if kind is OutputEvent or isinstance(sent_event, OutputEvent):
                     outputs.append(sent_event.output)
-                listeners = routes.get(kind)
-                if listeners is None:
-                    listeners = routes[kind] = self.plan.actions_for(kind)
-                for listener in listeners:
+                for listener in actions_for(kind):
                     queue.append((listener, sent_event))
             action_completed(name, len(sent), False)
         return done, outputs, written, None
