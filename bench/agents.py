@@ -11,6 +11,7 @@ after ``env.execute()``: a cheap check that every record produced its output.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from typing import Any
@@ -179,12 +180,20 @@ def sleep_then(value: int, seconds: float) -> int:
     return value
 
 
+async def sleep_then_async(value: int, seconds: float) -> int:
+    """The same call as an async client makes it (``AsyncOpenAI``): ``async def``, so it runs
+    on the engine's event loop rather than on a thread of the executor."""
+    await asyncio.sleep(seconds)
+    return value
+
+
 _STARTED: set[str] = set()
 """The ``started_file``s written in this process (one per job)."""
 
 
 class SleepyAgent(Agent):
-    """One async action awaiting one durable call of ``config["seconds"]``. With
+    """One async action awaiting one durable call of ``config["seconds"]``: a plain function
+    on the executor, or with ``config["coroutine"]`` an ``async def`` one. With
     ``config["started_file"]``, its first run in the worker writes the time (seconds since
     the epoch) to that file: when the agent began taking records, once its operator had
     opened (``bench.async_throughput``)."""
@@ -199,7 +208,8 @@ class SleepyAgent(Agent):
             _STARTED.add(started)
             with open(started, "w", encoding="ascii") as out:
                 out.write(str(time.time()))
-        value = await ctx.durable_execute_async(sleep_then, event.input[1], ctx.config["seconds"])
+        call = sleep_then_async if ctx.config.get("coroutine") else sleep_then
+        value = await ctx.durable_execute_async(call, event.input[1], ctx.config["seconds"])
         COUNTS["async"] += 1
         ctx.send_event(OutputEvent(output=(ctx.key, value)))
 

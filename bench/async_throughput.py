@@ -14,7 +14,10 @@ worker fire in Java and come back as input), and ``python.execution-mode: thread
 A second table runs several records per key (``--per-key``: records over keys, at L = 64):
 a key's next record waits in ``pending_inputs`` behind its parked run, and at the end of a
 bounded input the drain timers finish such runs one after another. A third runs the default
-options (16 async threads, 32 in flight) over 2,000 calls of 50 ms on 200 keys.
+options (16 async threads, 32 in flight) over 2,000 calls of 50 ms on 200 keys. A fourth
+(``--coroutine-limits``) makes the same calls as an async client makes them: an ``async
+def`` function awaiting ``asyncio.sleep``, which runs on the engine's event loop instead of
+holding a thread of the executor for its 0.2 s.
 
 Runs/s are computed on the job's span: from the moment the agent begins taking records (its
 first run notes the time) to the moment its last output leaves it (a pass-through map after
@@ -103,10 +106,12 @@ def agent_stream(
     keys: int,
     poll_ms: int | None,
     stamps: str | None = None,
+    coroutine: bool = False,
 ):
     """The agent over ``records`` records; ``limit`` None keeps the default options. With
     ``stamps`` (a directory), its input and its outputs pass through ``Stamp`` maps that
-    write ``in`` and ``out`` there, and its first run writes ``started``."""
+    write ``in`` and ``out`` there, and its first run writes ``started``. ``coroutine``:
+    its calls are ``async def`` (on the engine's event loop), not plain (on the executor)."""
     options: dict[str, object] = {}
     if limit is not None:
         options = {"num_async_threads": limit, "max_in_flight": limit}
@@ -114,7 +119,7 @@ def agent_stream(
         options["async_poll_interval_ms"] = poll_ms
     environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
     plan = compile_agent(agents.SleepyAgent)
-    config = {**plan.config, "seconds": seconds}
+    config = {**plan.config, "seconds": seconds, "coroutine": coroutine}
     if stamps is not None:
         config["started_file"] = os.path.join(stamps, "started")
     plan = plan.model_copy(update={"config": config})
@@ -138,6 +143,7 @@ def agent_job(
     config: dict[str, str],
     poll_ms: int | None = None,
     keys: int | None = None,
+    coroutine: bool = False,
 ) -> tuple[Timing, float, float]:
     """``records`` runs over ``keys`` keys (default: one record per key, at least 1000 keys):
     the job's timing, its span in seconds (the agent's start to its last output) and the
@@ -145,7 +151,7 @@ def agent_job(
     env = make_env(config=config)
     keys = keys or max(KEYS, records)
     with tempfile.TemporaryDirectory(prefix="async-stamps-") as stamps:
-        discard(agent_stream(env, records, limit, seconds, keys, poll_ms, stamps))
+        discard(agent_stream(env, records, limit, seconds, keys, poll_ms, stamps, coroutine))
         timing = timed(env, f"async L={limit}")
         first_in, _ = _stamps(os.path.join(stamps, "in"))
         _, last_out = _stamps(os.path.join(stamps, "out"))
@@ -200,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         default="1000/1000,1100/1000,3000/500",
         help="several records per key: comma-separated records/keys, at L=64 ('' to skip)",
     )
+    parser.add_argument(
+        "--coroutine-limits",
+        default="64,256",
+        help="in-flight limits at which the calls also run as async def functions, as an "
+        "async client's are ('' to skip)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the tables show medians")
     parser.add_argument(
         "--defaults-records",
@@ -232,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     per_key = [tuple(int(n) for n in pair.split("/")) for pair in args.per_key.split(",") if pair]
-    rows, drain_rows, default_rows = [], [], []
+    coroutine_limits = [int(x) for x in args.coroutine_limits.split(",") if x]
+    rows, drain_rows, default_rows, coroutine_rows = [], [], [], []
     for name, label, config in configs:
         verify(config, args.poll_ms)  # also the warm-up
         jobs: list[tuple[str, int, int | None, float, int | None]] = []  # name, runs, L, s, keys
@@ -244,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.defaults_records:
             n = args.defaults_records
             jobs.append(("defaults", n, None, 0.05, n // 10))
+        for limit in coroutine_limits:
+            n = records_for(limit, args.target_seconds, args.min_records)
+            jobs.append(("async def", n, limit, SECONDS, None))
         startups: list[float] = []
         nets: dict[int, list[float]] = {i: [] for i in range(len(jobs))}
         walls: dict[int, list[float]] = {i: [] for i in range(len(jobs))}
@@ -254,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
             startups.append(startup)
             print(f"  [{label}] round {round_ + 1}: start-up baseline {startup:.2f} s", flush=True)
             for i, (kind, n, limit, seconds, keys) in enumerate(jobs):
-                t, span, input_span = agent_job(n, limit, seconds, config, args.poll_ms, keys=keys)
+                t, span, input_span = agent_job(
+                    n, limit, seconds, config, args.poll_ms, keys, coroutine=kind == "async def"
+                )
                 net = max(t.wall - startup, 1e-9)
                 walls[i].append(t.wall)
                 nets[i].append(net)
@@ -284,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
             if kind == "limit":
                 rows.append((label, limit, n, wall, span, rate, ideal, percent, spread, net))
                 record_figure(f"async.{name}.L{limit}", rate / ideal, detail)
+            elif kind == "async def":
+                coroutine_rows.append(
+                    (label, limit, n, wall, span, rate, ideal, percent, spread, net)
+                )
+                record_figure(f"async.{name}.coroutine.L{limit}", rate / ideal, detail)
             elif kind == "per-key":
                 drain_rows.append(
                     (label, n, keys, limit, wall, span, rate, ideal, percent, spread, net)
@@ -311,6 +334,13 @@ def main(argv: list[str] | None = None) -> int:
                 default_rows,
             )
         )
+    if coroutine_rows:
+        print()
+        print(
+            "async def calls (an async client's, on the engine's event loop), one record per key:"
+        )
+        headers = ["configuration", "in-flight L", "runs", "wall s", "span s", "runs/s"]
+        print(table([*headers, "ideal L/0.2s", "% of ideal", "range %", *LATER], coroutine_rows))
     if args.repeat > 1:
         print(f"(medians of {args.repeat} rounds; range: the slowest and fastest round)")
     return 0

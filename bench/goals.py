@@ -122,6 +122,14 @@ INFO = (
         "the agent's action code alone, no framework / raw (goal 1's ceiling)",
         "state.thread.code_over_raw",
     ),
+    (
+        "async, 64 in flight, async def calls (on the engine's event loop) / ideal",
+        "async.thread.coroutine.L64",
+    ),
+    (
+        "async, 256 in flight, async def calls (on the engine's event loop) / ideal",
+        "async.thread.coroutine.L256",
+    ),
 )
 
 

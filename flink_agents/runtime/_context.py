@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
 from functools import partial
@@ -25,6 +26,7 @@ from flink_agents.memory import (
     MemoryDelta,
     StateMap,
 )
+from flink_agents.runtime._call_loop import CallLoop
 from flink_agents.runtime._journal import CallRecorder, CallSlot, function_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
@@ -42,9 +44,11 @@ class ActionServices:
     ``recorder`` makes an execution's call recorder (None: no action log) and ``identity``
     the identity of its writes outside Flink, both from the key and the context's origin
     (the recorder also from ``retried``); ``executor`` returns the executor of durable
-    calls (made on first use); ``sub_runs`` returns the runner of ``ctx.run_agent``."""
+    calls (made on first use) and ``call_loop`` the event loop of ``async def`` ones;
+    ``sub_runs`` returns the runner of ``ctx.run_agent``."""
 
     __slots__ = (
+        "call_loop",
         "executor",
         "identity",
         "long_term",
@@ -64,9 +68,11 @@ class ActionServices:
         identity: Callable[[Any, int, int, str], Sequence[str | int]] | None = None,
         sub_runs: Callable[[], Any] | None = None,
         metrics: AgentMetrics | None = None,
+        call_loop: Callable[[], CallLoop] | None = None,
     ) -> None:
         self.resources = resources
         self.executor = executor
+        self.call_loop = call_loop
         self.recorder = recorder
         self.long_term = long_term
         self.identity = identity
@@ -224,8 +230,15 @@ class ActionContext(RunnerContext):
         return self._services.metrics
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        services = self._services
+        if services.call_loop is not None and inspect.iscoroutinefunction(function):
+            loop = services.call_loop()
+            if not loop.runs_here():  # (on the loop itself, waiting for it would hang)
+                # On the engine's event loop, as ``durable_execute_async`` runs it: an async
+                # client kept between calls needs the same loop every time.
+                return self._on_loop(function, args, kwargs).wait()
         recorder = self.call_recorder()
-        metrics = self._services.metrics
+        metrics = services.metrics
         self.last_call_replayed = False
         if recorder is None:
             if metrics is None:
@@ -247,11 +260,22 @@ class ActionContext(RunnerContext):
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Awaitable[T]:
+        services = self._services
+        if services.call_loop is not None and inspect.iscoroutinefunction(function):
+            return self._on_loop(function, args, kwargs)
+        recorder = self.call_recorder()
+        slot = None if recorder is None else recorder.begin(function, args, kwargs)
+        self.last_call_replayed = slot is not None and slot.recorded is not None
+        return _DurableCall(services.executor(), function, args, kwargs, slot, services.metrics)
+
+    def _on_loop(self, function: Callable[..., Any], args: tuple, kwargs: dict) -> _LoopCall:
+        """An ``async def`` function's call, for the engine's event loop."""
         recorder = self.call_recorder()
         slot = None if recorder is None else recorder.begin(function, args, kwargs)
         self.last_call_replayed = slot is not None and slot.recorded is not None
         services = self._services
-        return _DurableCall(services.executor(), function, args, kwargs, slot, services.metrics)
+        assert services.call_loop is not None
+        return _LoopCall(services.call_loop, function, args, kwargs, slot, services.metrics)
 
     def run_agent(
         self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
@@ -417,6 +441,53 @@ class _DurableCall:
             kwargs = self._kwargs if slot is None else {}
             future = submit(metrics.timed_call, name, partial(function, *args, **kwargs))
         return (yield future)
+
+
+class _LoopCall:
+    """``_DurableCall`` for an ``async def`` function: awaiting it hands the call to the
+    engine's event loop (``CallLoop``) rather than to a thread of the executor."""
+
+    __slots__ = ("_args", "_function", "_kwargs", "_loop", "_metrics", "_slot")
+
+    def __init__(
+        self,
+        loop: Callable[[], CallLoop],
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        slot: CallSlot | None,
+        metrics: AgentMetrics | None,
+    ) -> None:
+        self._loop = loop
+        self._function = function
+        self._args = args
+        self._kwargs = kwargs
+        self._slot = slot
+        self._metrics = metrics
+
+    def __await__(self) -> Generator[Future[Any], Any, Any]:
+        future = self._submit()
+        if future is None:
+            return self._slot.replay()
+        return (yield future)
+
+    def wait(self) -> Any:
+        """The call's value, waited for on this thread (``durable_execute``)."""
+        future = self._submit()
+        return self._slot.replay() if future is None else future.result()
+
+    def _submit(self) -> Future[Any] | None:
+        """Hand the call to the loop; None when the action log answers it instead."""
+        slot, metrics = self._slot, self._metrics
+        if slot is not None and slot.recorded is not None:
+            if metrics is not None:
+                metrics.durable_call_replayed()
+            return None
+        if slot is not None:
+            name = slot.function
+        else:
+            name = function_id(self._function) if metrics is not None else ""
+        return self._loop().submit(self._function, self._args, self._kwargs, slot, metrics, name)
 
 
 def call_to_result(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -25,6 +25,7 @@ from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent, OutputEvent, input_event
 from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
+from flink_agents.runtime._call_loop import CallLoop
 from flink_agents.runtime._context import (
     NO_CHANGE,
     ActionContext,
@@ -284,6 +285,7 @@ class RunEngine:
             self._engine_id = job_id or uuid.uuid4().hex
         self.max_steps = self.options.max_steps_per_run
         self._executor: ThreadPoolExecutor | None = None
+        self._call_loop: CallLoop | None = None
         self._sub_runs: Any = None
         self._actions = {a.name: a for a in plan.actions}
         self._configs = {
@@ -308,6 +310,7 @@ class RunEngine:
             identity=self._writer_identity,
             sub_runs=self.sub_runs,
             metrics=self.metrics,
+            call_loop=self._get_call_loop,
         )
 
     @property
@@ -324,6 +327,15 @@ class RunEngine:
                 thread_name_prefix="flink-agents-async",
             )
         return self._executor
+
+    def _get_call_loop(self) -> CallLoop:
+        """The event loop of ``async def`` durable functions (the parent's for a
+        sub-agent), started by the first such call."""
+        if self._parent is not None:
+            return self._parent._get_call_loop()
+        if self._call_loop is None:
+            self._call_loop = CallLoop()
+        return self._call_loop
 
     def start_async_threads(self) -> None:
         """Start all ``num-async-threads`` threads of the executor now, when the plan has
@@ -351,9 +363,9 @@ class RunEngine:
         release.set()
 
     def close(self) -> None:
-        """Stop the executor (waiting for running calls, which record their results), let
-        compactions finish, close the resources (an MCP server's session), then write the
-        journal's queued records and close its log.
+        """Stop the call loop and the executor (waiting for running calls, which record
+        their results), let compactions finish, close the resources (an MCP server's
+        session), then write the journal's queued records and close its log.
 
         Raises:
             ActionLogError: the journal could not write its queued records.
@@ -363,6 +375,9 @@ class RunEngine:
         if self._parent is not None:  # the executor, store and journal are the parent's
             self.resources.close()
             return
+        if self._call_loop is not None:
+            self._call_loop.close()  # its calls end and are recorded first
+            self._call_loop = None
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

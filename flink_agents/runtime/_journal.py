@@ -36,6 +36,9 @@ action goes on past that call"):
   while another call's outcome is being written are written together, in one
   ``ActionLog.record_calls`` transaction, by the next thread to write (a group commit,
   ``_CallWriter``); each of their threads returns once that transaction has committed.
+  An ``async def`` function's calls run on the engine's event loop (``CallLoop``), which
+  hands the outcomes of the calls that ended in one pass to ``record_calls`` together (one
+  transaction, through the same group commit) before any of their actions goes on.
   Hundreds of calls in flight that finish close together used to queue for one
   transaction each (a median wait of about 30 ms at 256 in flight, ``bench/RESULTS.md``).
 - A completed action's record is *encoded* on the operator thread (so a value the
@@ -372,9 +375,43 @@ class ActionJournal:
         """
         with self._operation("recording a durable call"):
             encoded = self.log.encode_call(identity, call, self.clock())
-            failure = self._calls.write(encoded)
+            failure = self._calls.write([encoded])
         if failure is not None:  # the transaction its call was in failed, maybe on another thread
             raise _log_error(self.log, "recording a durable call", failure) from failure
+
+    def record_calls(
+        self, calls: Sequence[tuple[CallRecorder, DurableCall]]
+    ) -> list[BaseException | None]:
+        """Store several durable calls' outcomes together (those the call loop saw end in
+        one pass), in one transaction, as ``record_call`` stores one: each is durable when
+        this returns. Each call's recorder learns how its own went (``CallRecorder.settle``).
+
+        Returns, per call, None once it is stored, else what the action is to see instead
+        of its outcome: ``UnstorableValueError`` for a result of its own the serializer
+        cannot store (the others are stored all the same), ``ActionLogError`` for every
+        call when the log failed.
+        """
+        failures: list[BaseException | None] = [None] * len(calls)
+        encoded: list[EncodedCall] = []
+        stored: list[int] = []
+        epoch = self.clock()
+        for position, (recorder, call) in enumerate(calls):
+            try:
+                with self._operation("recording a durable call"):
+                    encoded.append(self.log.encode_call(recorder.identity, call, epoch))
+                stored.append(position)
+            except (UnstorableValueError, ActionLogError) as error:
+                failures[position] = error
+        if encoded:
+            failure = self._calls.write(encoded)
+            if failure is not None:
+                error = _log_error(self.log, "recording a durable call", failure)
+                error.__cause__ = failure
+                for position in stored:
+                    failures[position] = error
+        for (recorder, call), failure in zip(calls, failures, strict=True):
+            recorder.settle(call, failure)
+        return failures
 
     def complete(
         self,
@@ -503,7 +540,7 @@ class CallRecorder:
     def __init__(
         self, journal: ActionJournal, identity: ActionIdentity, recorded: list[DurableCall]
     ) -> None:
-        self._journal = journal
+        self.journal = journal
         self.identity = identity
         self._recorded = recorded
         self._finished: dict[int, DurableCall] = {}
@@ -546,7 +583,7 @@ class CallRecorder:
             ):
                 slot.recorded = earlier
                 self._finished[index] = earlier
-                self._journal.reused_calls += 1
+                self.journal.reused_calls += 1
                 return slot
             del self._recorded[index:]  # this call and everything after it is void
         return slot
@@ -564,14 +601,28 @@ class CallRecorder:
             ActionLogError: the log failed (also kept in ``infrastructure_error``).
             UnstorableValueError: the result cannot be serialized.
         """
-        call = DurableCall(slot.index, slot.function, slot.digest, result, error, duration_ms)
+        call = self.outcome(slot, result, error, duration_ms)
         try:
-            self._journal.record_call(self.identity, call)
-        except ActionLogError as failure:
-            if self.infrastructure_error is None:
-                self.infrastructure_error = failure
+            self.journal.record_call(self.identity, call)
+        except (ActionLogError, UnstorableValueError) as failure:
+            self.settle(call, failure)
             raise
-        self._finished[slot.index] = call
+        self.settle(call, None)
+
+    @staticmethod
+    def outcome(
+        slot: CallSlot, result: Any, error: BaseException | None, duration_ms: float | None
+    ) -> DurableCall:
+        """How the call in ``slot`` ended, as the log stores it."""
+        return DurableCall(slot.index, slot.function, slot.digest, result, error, duration_ms)
+
+    def settle(self, call: DurableCall, failure: BaseException | None) -> None:
+        """``call``'s outcome was stored (``failure`` None), or could not be: an
+        ``ActionLogError`` is kept as ``infrastructure_error``."""
+        if failure is None:
+            self._finished[call.index] = call
+        elif isinstance(failure, ActionLogError) and self.infrastructure_error is None:
+            self.infrastructure_error = failure
 
 
 class CallSlot:
@@ -633,11 +684,11 @@ class _CallWriter:
         self._waiting: list[_PendingCall] = []
         self._writing = False
 
-    def write(self, call: EncodedCall) -> BaseException | None:
-        """Store ``call`` durably (with whatever calls are waiting too): None once stored,
-        else the failure of the transaction it was in (returned, not raised: the same
+    def write(self, calls: list[EncodedCall]) -> BaseException | None:
+        """Store ``calls`` durably (with whatever calls are waiting too): None once stored,
+        else the failure of the transaction they were in (returned, not raised: the same
         exception may reach several threads)."""
-        me = _PendingCall(call)
+        me = _PendingCall(calls)
         with self._lock:
             if self._writing:
                 self._waiting.append(me)
@@ -651,7 +702,7 @@ class _CallWriter:
             group, self._waiting = [me, *self._waiting], []
         failure: BaseException | None = None
         try:
-            self._log.record_calls([pending.call for pending in group])
+            self._log.record_calls([call for pending in group for call in pending.calls])
         except BaseException as error:  # handed to every caller of the group
             failure = error
         with self._lock:
@@ -669,13 +720,13 @@ class _CallWriter:
 
 
 class _PendingCall:
-    """A call waiting for ``_CallWriter``; ``wake`` is held until it is written (or its
-    thread is to write)."""
+    """Calls of one thread waiting for ``_CallWriter``; ``wake`` is held until they are
+    written (or their thread is to write)."""
 
-    __slots__ = ("call", "failure", "wake", "writes")
+    __slots__ = ("calls", "failure", "wake", "writes")
 
-    def __init__(self, call: EncodedCall) -> None:
-        self.call = call
+    def __init__(self, calls: list[EncodedCall]) -> None:
+        self.calls = calls
         self.failure: BaseException | None = None
         self.writes = False
         self.wake = threading.Lock()

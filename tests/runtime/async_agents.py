@@ -4,7 +4,7 @@ import asyncio
 import threading
 import time
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, action
+from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
 
 CALLS: list[tuple[str, str]] = []  # (argument, thread name) of each durable call
 
@@ -95,3 +95,79 @@ class SyncCallsAsyncFunction(Agent):
     @staticmethod
     def call(event: InputEvent, ctx) -> None:
         ctx.send_event(OutputEvent(output=ctx.durable_execute(async_upper, event.input)))
+
+
+# -- the call loop ---------------------------------------------------------------------------
+
+KEPT: dict = {}
+"""``url``: the scripted LLM server the kept client talks to; ``client``: that client, made
+by the first call and used by every call after it, as an application keeps one."""
+
+
+async def ask_kept_client(text: str) -> str:
+    """A call of an ``AsyncOpenAI`` client made once and kept: its connections belong to the
+    event loop of its first call."""
+    import openai
+
+    client = KEPT.get("client")
+    if client is None:
+        client = KEPT["client"] = openai.AsyncOpenAI(
+            base_url=KEPT["url"], api_key="test-key", max_retries=0
+        )
+    CALLS.append((text, threading.current_thread().name))
+    response = await client.chat.completions.create(
+        model="stand-in", messages=[{"role": "user", "content": text}]
+    )
+    return response.choices[0].message.content
+
+
+class AskedEvent(Event):
+    reply: str
+
+
+class KeptClientAgent(Agent):
+    """One call of the kept client from an ``async def`` action, one from a sync action."""
+
+    @action(InputEvent)
+    @staticmethod
+    async def ask(event: InputEvent, ctx) -> None:
+        ctx.send_event(
+            AskedEvent(reply=await ctx.durable_execute_async(ask_kept_client, event.input))
+        )
+
+    @action(AskedEvent)
+    @staticmethod
+    def ask_again(event: AskedEvent, ctx) -> None:
+        again = ctx.durable_execute(ask_kept_client, event.reply)
+        ctx.send_event(OutputEvent(output=[event.reply, again]))
+
+
+GATHERING: dict = {}
+"""``barrier``: an ``asyncio.Barrier`` every call of ``gather`` waits at."""
+
+
+async def gather(n: int) -> int:
+    """Returns once as many calls as the barrier's parties are waiting at it together (or
+    fails after 10 s)."""
+    CALLS.append((str(n), threading.current_thread().name))
+    await asyncio.wait_for(GATHERING["barrier"].wait(), 10)
+    return n
+
+
+class GatheringAgent(Agent):
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        ctx.send_event(OutputEvent(output=await ctx.durable_execute_async(gather, event.input)))
+
+
+async def unstorable(text: str):
+    """An ``async def`` durable function whose result the action log cannot store."""
+    return lambda: text
+
+
+class UnstorableAgent(Agent):
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        ctx.send_event(OutputEvent(output=await ctx.durable_execute_async(unstorable, event.input)))

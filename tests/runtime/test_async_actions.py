@@ -93,8 +93,12 @@ def test_an_async_def_durable_function_is_awaited_and_its_value_returned(action_
     runner = LocalRunner(async_agents.AwaitsAsyncFunctions, options=options)
     assert runner.run("k", "a") == [["A", "A!"]]
     assert [text for text, _ in async_agents.CALLS] == ["a", "a!"]
-    # On the executor's threads, each on an event loop of its own.
-    assert all(thread != threading.current_thread().name for _, thread in async_agents.CALLS)
+    # The async def function on the engine's event loop; the plain function that returns a
+    # coroutine on an executor thread, its coroutine on an event loop of its own there.
+    assert [thread.split("_")[0] for _, thread in async_agents.CALLS] == [
+        "flink-agents-calls",
+        "flink-agents-async",
+    ]
     assert LocalRunner(async_agents.SyncCallsAsyncFunction, options=options).run("k", "b") == [
         "B"
     ]
