@@ -103,8 +103,10 @@ async def chat_model_action(
     tool_names = session.tools if session.tools is not None else list(model.tools)
     specs = _tool_specs(ctx, tool_names)
     schema = resolve_output_schema(session.output_schema)
+    # ``achat`` (an async client's call) runs on the engine's event loop, ``chat`` on a thread.
+    chat = model.achat if model.achat is not None else model.chat
     response = await ctx.durable_execute_async(
-        model.chat, list(session.messages), tools=specs or None, output_schema=schema
+        chat, list(session.messages), tools=specs or None, output_schema=schema
     )
     session.steps += 1
     session.usage = session.usage + response.usage
@@ -159,7 +161,9 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
                 outputs = await ctx.run_agent_async(call.name, tool.input_of(call.arguments))
                 content = outputs[0] if len(outputs) == 1 else outputs
             else:
-                content = await ctx.durable_execute_async(tool.call, call.arguments)
+                # ``acall`` (an async def tool) on the engine's event loop, ``call`` on a thread.
+                run = tool.acall if tool.acall is not None else tool.call
+                content = await ctx.durable_execute_async(run, call.arguments)
         except ToolUnavailableError:  # a dead MCP server: the error policy decides
             raise
         except Exception as failure:  # the model is told and may try again

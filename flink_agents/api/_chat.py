@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -117,11 +117,18 @@ class BaseChatModel(ABC):
     key, so ``chat`` must be thread-safe (durable calls run on a thread pool). The runtime
     calls ``chat`` through durable execution, so a recovered job reuses recorded replies.
 
+    A model may also define ``achat``: ``chat`` as an ``async def`` method, on an async
+    client. The built-in chat action then awaits ``achat`` instead, on the engine's event
+    loop, so a request in flight holds no thread of the pool (``max-in-flight`` alone bounds
+    them). ``achat`` must not block.
+
     Attributes:
         tools: names of the tool resources this model may call when a request names none.
+        achat: the async variant of ``chat`` (same arguments, same result), or None.
     """
 
     tools: tuple[str, ...] = ()
+    achat: Callable[..., Awaitable[ChatResponse]] | None = None
 
     @abstractmethod
     def chat(

@@ -13,7 +13,7 @@ import json
 import re
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from uuid import UUID
@@ -83,7 +83,14 @@ class Tool(ABC):
     Tools are created once per runner and called from the async executor's threads, so
     ``call`` must be thread-safe. The built-in tool action calls it through durable
     execution: a recovered job reuses recorded results instead of calling again.
+
+    A tool may also have ``acall``: ``call`` as an ``async def`` method. The built-in tool
+    action then awaits it on the engine's event loop instead of calling ``call`` on a
+    thread of the pool (a ``FunctionTool`` of an ``async def`` function has one).
     """
+
+    acall: Callable[[Mapping[str, Any]], Awaitable[Any]] | None = None
+    """The async variant of ``call`` (same argument, same result), or None."""
 
     @property
     @abstractmethod
@@ -157,8 +164,9 @@ class FunctionTool(Tool):
     named arguments.
 
     Args:
-        function: the function; ``async def`` functions run to completion on the caller's
-            thread.
+        function: the function. An ``async def`` one is awaited by ``acall`` (on the
+            engine's event loop, from the built-in tool action); ``call`` runs it to its
+            end on the caller's thread.
         name: overrides the function's name (and ``@tool(name=...)``).
         description: overrides the docstring's description.
     """
@@ -187,12 +195,27 @@ class FunctionTool(Tool):
             description=description or marked.get("description") or doc_description,
             parameters=parameters,
         )
+        if inspect.iscoroutinefunction(function):
+            self.acall = self._acall
 
     @property
     def metadata(self) -> ToolSpec:
         return self._metadata
 
     def call(self, arguments: Mapping[str, Any]) -> Any:
+        args, values = self._bind(arguments)
+        return awaited(self.function(*args, **values))
+
+    async def _acall(self, arguments: Mapping[str, Any]) -> Any:
+        args, values = self._bind(arguments)
+        return await self.function(*args, **values)
+
+    def _bind(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """The function's positional and keyword arguments from the model's ``arguments``.
+
+        Raises:
+            ToolArgumentsError: they are not a JSON object, or do not match the parameters.
+        """
         if not isinstance(arguments, Mapping):
             raise ToolArgumentsError(
                 f"tool {self._metadata.name!r} takes a JSON object of arguments, got "
@@ -210,7 +233,7 @@ class FunctionTool(Tool):
             ) from None
         values = {field: getattr(validated, field) for field in type(validated).model_fields}
         args = [values.pop(field) for field in self._positional]
-        return awaited(self.function(*args, **values))
+        return args, values
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly, as if it were not a tool."""

@@ -120,9 +120,10 @@ class CallLoop:
         """Whether this is the loop's own thread."""
         return threading.get_ident() == self._thread.ident
 
-    def close(self, timeout: float | None = None) -> None:
-        """Wait for the calls in flight to end (and be recorded), then stop the loop and
-        its thread. Idempotent."""
+    def drain(self, timeout: float | None = None) -> None:
+        """Take no more calls, and wait for those in flight to end and be recorded. The loop
+        goes on running (what was made on it, an async client, can still be closed on it)
+        until ``close``."""
         if self._closed:
             return
         self._closed = True
@@ -131,9 +132,14 @@ class CallLoop:
                 asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result(timeout)
             except Exception:  # the loop's own failure: calls in flight were lost with it
                 logger.exception("durable calls still running could not be waited for")
+
+    def close(self, timeout: float | None = None) -> None:
+        """``drain``, then stop the loop and its thread. Idempotent."""
+        self.drain(timeout)
+        if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
-        if not self._thread.is_alive():
+        if not self._thread.is_alive() and not self._loop.is_closed():
             self._loop.close()
 
     # -- on the loop's thread -------------------------------------------------------------

@@ -363,9 +363,10 @@ class RunEngine:
         release.set()
 
     def close(self) -> None:
-        """Stop the call loop and the executor (waiting for running calls, which record
-        their results), let compactions finish, close the resources (an MCP server's
-        session), then write the journal's queued records and close its log.
+        """Drain the call loop and stop the executor (waiting for running calls, which
+        record their results), let compactions finish, close the resources (an MCP server's
+        session, an async client on the loop), stop the loop, then write the journal's
+        queued records and close its log.
 
         Raises:
             ActionLogError: the journal could not write its queued records.
@@ -375,9 +376,9 @@ class RunEngine:
         if self._parent is not None:  # the executor, store and journal are the parent's
             self.resources.close()
             return
-        if self._call_loop is not None:
-            self._call_loop.close()  # its calls end and are recorded first
-            self._call_loop = None
+        loop, self._call_loop = self._call_loop, None
+        if loop is not None:
+            loop.drain()  # its calls end and are recorded first
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
@@ -385,12 +386,17 @@ class RunEngine:
             self.long_term.close()
         finally:
             try:
+                # Before the loop stops: an async client made on it closes on it.
                 self.resources.close()
                 self.event_log.metrics(self.metrics.snapshot())
                 self.event_log.close()
             finally:
-                if self.journal is not None:
-                    self.journal.close()
+                try:
+                    if loop is not None:
+                        loop.close()
+                finally:
+                    if self.journal is not None:
+                        self.journal.close()
 
     def sub_runs(self) -> Any:
         """The engines of the sub-agents this engine's actions run (``SubRuns``)."""

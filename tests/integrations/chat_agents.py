@@ -146,6 +146,24 @@ class WeatherAgent(Agent):
         return f"sunny in {city}"
 
 
+TOOL_THREADS: list[str] = []  # where AsyncWeatherAgent's tool ran
+
+
+class AsyncWeatherAgent(WeatherAgent):
+    """``WeatherAgent`` with an ``async def`` tool: the built-in action awaits its ``acall``."""
+
+    @tool
+    @staticmethod
+    async def get_weather(city: str) -> str:
+        """The current weather of a city.
+
+        Args:
+            city: the city's name.
+        """
+        TOOL_THREADS.append(threading.current_thread().name)
+        return f"sunny in {city}"
+
+
 class ToolListAgent(Agent):
     """Like ``WeatherAgent`` but the model's own ``tools`` say which tools it gets."""
 

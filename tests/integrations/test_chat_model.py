@@ -21,6 +21,7 @@ from flink_agents.api._tools import Tool
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.plan import compile_agent, plan_from_yaml
 from flink_agents.runtime import LocalRunner
+from flink_agents.runtime._call_loop import CallLoop
 from flink_agents.testing.llm_server import Rule, ToolCallSpec
 from tests.integrations import chat_agents as agents
 
@@ -176,6 +177,55 @@ def test_a_bad_request_is_not_retried(llm_server):
     assert llm_server.call_count("chat") == 1
 
 
+def test_achat_replies_retries_and_gives_up_as_chat_does(llm_server):
+    """``achat`` (the async client, what the built-in action awaits on the engine's loop):
+    several calls on one loop, a retried one among them, then closed on that loop."""
+    llm_server.add_rule(Rule(reply_text="hi there, {last_user}"))
+    model = scripted_model(llm_server, max_retries=3)
+    loop = CallLoop()
+
+    async def ask(text):
+        return await model.achat(user(text))
+
+    def on_loop(text):
+        return loop.submit(ask, (text,), {}, None, None, "ask").result(timeout=30)
+
+    try:
+        first, second = on_loop("one"), on_loop("two")
+        llm_server.fail_next(2, status=503)
+        third = on_loop("three")
+        llm_server.fail_next(10, status=500)
+        with pytest.raises(ChatModelError) as caught:
+            on_loop("four")
+        model.close()  # while the loop runs, as the engine closes resources
+    finally:
+        loop.close()
+    assert [r.message.content for r in (first, second, third)] == [
+        "hi there, one",
+        "hi there, two",
+        "hi there, three",
+    ]
+    assert third.attempts == 3
+    assert (caught.value.attempts, caught.value.status) == (4, 500)
+    assert model.usage == first.usage + second.usage + third.usage
+    assert model._async_client.is_closed()
+
+
+def test_the_built_in_chat_action_awaits_achat_on_the_engines_loop(scripted_env):
+    """A chat request answered without tools takes no thread of the pool: the executor is
+    never made. Closing the engine closes the model's async client on the loop."""
+    scripted_env.add_rule(Rule(reply_text="no tools needed"))
+    runner = LocalRunner(agents.WeatherAgent)
+    try:
+        [output] = runner.run("ana", "hello")
+        model = runner.engine.resources.get("llm")
+    finally:
+        runner.engine.close()
+    assert output["text"] == "no tools needed"
+    assert runner.engine._executor is None
+    assert model._async_client.is_closed()
+
+
 # --- configuration and secrets ------------------------------------------------------------
 
 
@@ -234,6 +284,28 @@ def test_tool_calling_round_trip_through_an_agent(scripted_env):
         "tool_call_id": second["messages"][1]["tool_calls"][0]["id"],
     }
     assert runner.sensory_memory("ana") == {}  # the in-flight chat was cleared with the run
+
+
+def test_an_async_tool_is_awaited_on_the_engines_loop(scripted_env):
+    """The built-in tool action awaits an ``async def`` tool's ``acall`` on the engine's
+    event loop (no thread of the pool); the model call goes there too."""
+    server = scripted_env
+    server.add_rule(Rule(after_tool="get_weather", reply_text="It is {tool_result}."))
+    server.add_rule(
+        Rule(
+            last_user_contains="weather",
+            reply_tool_calls=[ToolCallSpec("get_weather", {"city": "Lisbon"})],
+        )
+    )
+    agents.TOOL_THREADS.clear()
+    runner = LocalRunner(agents.AsyncWeatherAgent)
+    try:
+        [output] = runner.run("ana", "What is the weather in Lisbon?")
+    finally:
+        runner.engine.close()
+    assert output["text"] == "It is sunny in Lisbon."
+    assert agents.TOOL_THREADS == ["flink-agents-calls"]
+    assert runner.engine._executor is None
 
 
 def test_model_tools_are_used_when_the_request_names_none_and_failures_reach_the_model(

@@ -85,6 +85,18 @@ def test_async_functions_and_positional_only_parameters():
     assert Tool.from_function(slow_double).call({"x": 21}) == 42
 
 
+def test_an_async_function_tool_has_acall_and_a_plain_one_has_none():
+    async def slow_double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    async_tool = Tool.from_function(slow_double)
+    assert asyncio.run(async_tool.acall({"x": "21"})) == 42  # validated and converted
+    with pytest.raises(ToolArgumentsError, match="got invalid arguments"):
+        asyncio.run(async_tool.acall({"x": "twenty"}))
+    assert Tool.from_function(agents.forecast).acall is None
+
+
 def test_functions_that_cannot_be_described_are_rejected():
     def variadic(*values: int) -> int:
         return sum(values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -112,6 +113,11 @@ class OpenAIChatModel(BaseChatModel):
         self._client = openai.OpenAI(
             api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0
         )
+        self._async_client = openai.AsyncOpenAI(
+            api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0
+        )
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+        """The event loop ``achat`` ran on: its client's connections belong to it."""
 
     def chat(
         self,
@@ -119,6 +125,27 @@ class OpenAIChatModel(BaseChatModel):
         tools: Sequence[ToolSpec] | None = None,
         output_schema: OutputSchema | None = None,
     ) -> ChatResponse:
+        request = self._request(messages, tools, output_schema)
+        return self._response(*self._create(request), output_schema)
+
+    async def achat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        output_schema: OutputSchema | None = None,
+    ) -> ChatResponse:
+        """``chat`` through ``openai.AsyncOpenAI``: what the built-in chat action awaits, on
+        the engine's event loop, so a call in flight holds no thread."""
+        self._async_loop = asyncio.get_running_loop()
+        request = self._request(messages, tools, output_schema)
+        return self._response(*await self._acreate(request), output_schema)
+
+    def _request(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None,
+        output_schema: OutputSchema | None,
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model, "messages": messages_to_wire(messages)}
         if tools:
             request["tools"] = [tool_to_wire(t) for t in tools]
@@ -129,7 +156,11 @@ class OpenAIChatModel(BaseChatModel):
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
         request.update(self.extra_args)
-        completion, attempts = self._create(request)
+        return request
+
+    def _response(
+        self, completion: Any, attempts: int, output_schema: OutputSchema | None
+    ) -> ChatResponse:
         if not completion.choices:
             raise ChatModelError(
                 f"chat model {self.model!r} at {self.host} returned no choices",
@@ -158,7 +189,7 @@ class OpenAIChatModel(BaseChatModel):
         """One call, retried by the policy, and the attempts it took; a
         ``ChatModelError`` once it gives up."""
         attempts = 0
-        label = f"chat model {self.model!r} at {self.host}"
+        label = self._label()
         retrying = self.retry.retrying(log_retry(logger, label, self.retry.max_retries + 1))
         try:
             for attempt in retrying:
@@ -166,16 +197,36 @@ class OpenAIChatModel(BaseChatModel):
                     attempts = attempt.retry_state.attempt_number
                     return self._client.chat.completions.create(**request), attempts
         except openai.OpenAIError as error:
-            status = status_of(error)
-            raise ChatModelError(
-                f"{label} failed after {attempts} attempt{'s' if attempts != 1 else ''}; "
-                f"last status: {status if status is not None else 'none'} ({describe(error)})",
-                model=self.model,
-                host=self.host,
-                attempts=attempts,
-                status=status,
-            ) from error
+            raise self._gave_up(error, attempts) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+    async def _acreate(self, request: dict[str, Any]) -> tuple[Any, int]:
+        """``_create`` on the async client."""
+        attempts = 0
+        label = self._label()
+        retrying = self.retry.async_retrying(log_retry(logger, label, self.retry.max_retries + 1))
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    return await self._async_client.chat.completions.create(**request), attempts
+        except openai.OpenAIError as error:
+            raise self._gave_up(error, attempts) from error
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _label(self) -> str:
+        return f"chat model {self.model!r} at {self.host}"
+
+    def _gave_up(self, error: openai.OpenAIError, attempts: int) -> ChatModelError:
+        status = status_of(error)
+        return ChatModelError(
+            f"{self._label()} failed after {attempts} attempt{'s' if attempts != 1 else ''}; "
+            f"last status: {status if status is not None else 'none'} ({describe(error)})",
+            model=self.model,
+            host=self.host,
+            attempts=attempts,
+            status=status,
+        )
 
     def descriptor(self) -> ResourceDescriptor:
         """How a plan recreates this model: the arguments given, never the key.
@@ -209,11 +260,32 @@ class OpenAIChatModel(BaseChatModel):
         return ResourceDescriptor(OpenAIChatModel, ResourceType.CHAT_MODEL, **args)
 
     def close(self) -> None:
-        """Close the HTTP connections."""
+        """Close the HTTP connections: the async client's on the loop they belong to, while
+        it runs (the engine closes resources before it stops its loop)."""
         self._client.close()
+        loop, self._async_loop = self._async_loop, None
+        if loop is None or loop.is_closed():
+            return
+        try:
+            if _running_loop() is loop:  # on the loop itself: it cannot be waited for here
+                loop.create_task(self._async_client.close())
+            elif loop.is_running():
+                closing = asyncio.run_coroutine_threadsafe(self._async_client.close(), loop)
+                closing.result(timeout=self.timeout)
+            else:
+                loop.run_until_complete(self._async_client.close())
+        except Exception as error:  # closing is best effort: nothing is lost
+            logger.debug("closing the async client of %r failed: %s", self, error)
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, host={self.host!r})"
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _host_of(base_url: str) -> str:

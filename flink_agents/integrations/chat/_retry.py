@@ -14,6 +14,7 @@ from typing import Any
 
 import openai
 from tenacity import (
+    AsyncRetrying,
     RetryCallState,
     Retrying,
     retry_if_exception,
@@ -45,13 +46,20 @@ class RetryPolicy:
 
     def retrying(self, before_sleep: Callable[[RetryCallState], None]) -> Retrying:
         """A fresh tenacity controller for one call (they hold per-call state)."""
-        return Retrying(
-            stop=stop_after_attempt(self.max_retries + 1),
-            wait=_WaitRetryAfter(self.initial_wait, self.max_wait),
-            retry=retry_if_exception(is_retryable),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
+        return Retrying(**self._settings(before_sleep))
+
+    def async_retrying(self, before_sleep: Callable[[RetryCallState], None]) -> AsyncRetrying:
+        """The same for a call awaited on an event loop (waits are ``asyncio.sleep``)."""
+        return AsyncRetrying(**self._settings(before_sleep))
+
+    def _settings(self, before_sleep: Callable[[RetryCallState], None]) -> dict[str, Any]:
+        return {
+            "stop": stop_after_attempt(self.max_retries + 1),
+            "wait": _WaitRetryAfter(self.initial_wait, self.max_wait),
+            "retry": retry_if_exception(is_retryable),
+            "before_sleep": before_sleep,
+            "reraise": True,
+        }
 
 
 def is_retryable(error: BaseException) -> bool:
