@@ -191,7 +191,7 @@ class CallLoop:
         let their actions go on."""
         self._recording = False
         ended, self._ended = self._ended, []
-        by_journal: dict[int, list[_Call]] = {}  # one, unless sub-agents log elsewhere
+        by_journal: dict[int, list[_Call]] = {}  # an engine's calls (its sub-agents' too) share one
         for call in ended:
             by_journal.setdefault(id(call.slot.recorder.journal), []).append(call)
         for calls in by_journal.values():

@@ -30,9 +30,11 @@ class AgentOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     num_async_threads: int = Field(16, alias="num-async-threads", ge=1, le=4096)
-    """Threads running ``durable_execute_async`` calls, per subtask. On Flink in thread mode, a
-    subtask whose agent has ``async def`` actions or resources starts them all when it opens
-    (about 1 to 2 ms each), not at its first calls."""
+    """Threads running ``durable_execute_async`` calls of plain functions, per subtask (an
+    ``async def`` function's calls, the built-in chat and async tool calls among them, run on
+    the engine's event loop and take none). On Flink in thread mode, a subtask whose agent
+    has ``async def`` actions or resources starts them all when it opens (about 1 to 2 ms
+    each), not at its first calls."""
     max_in_flight: int = Field(None, alias="max-in-flight", ge=1, validate_default=False)
     """Runs a subtask lets wait on durable calls, with the inputs queued behind them, before
     it stops taking input (backpressure). Unset: twice ``num-async-threads``, enough to keep
