@@ -92,7 +92,12 @@ class Stamp(MapFunction):
                 out.write(f"{self.first} {self.last}")
 
 
-def _stamps(path: str) -> tuple[float, float]:
+def _stamps(path: str, wait_s: float = 10.0) -> tuple[float, float]:
+    """``first last`` from a ``Stamp``'s file. In process mode the Python worker (loopback:
+    in this process) may close its operators just after ``execute`` returns: wait for it."""
+    deadline = time.monotonic() + wait_s
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
     with open(path, encoding="ascii") as stamps:
         first, last = stamps.read().split()
     return float(first), float(last)

@@ -399,12 +399,48 @@ class DirectActionContext(ActionContext):
         return self.buffered().deltas()
 
 
-class _DurableCall:
+class _Call:
+    """A durable call made with ``durable_execute_async``, not yet awaited: the function,
+    its arguments, and its slot in the action's call recorder (None without a log)."""
+
+    __slots__ = ("_args", "_function", "_kwargs", "_metrics", "_slot")
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        slot: CallSlot | None,
+        metrics: AgentMetrics | None,
+    ) -> None:
+        self._function = function
+        self._args = args
+        self._kwargs = kwargs
+        self._slot = slot
+        self._metrics = metrics
+
+    def _replayed(self) -> bool:
+        """Whether the action log answers the call (counted as replayed)."""
+        slot = self._slot
+        if slot is None or slot.recorded is None:
+            return False
+        if self._metrics is not None:
+            self._metrics.durable_call_replayed()
+        return True
+
+    def _name(self) -> str:
+        """The function's name in metrics (and the log)."""
+        if self._slot is not None:
+            return self._slot.function
+        return function_id(self._function) if self._metrics is not None else ""
+
+
+class _DurableCall(_Call):
     """Awaiting it submits the call to the executor and hands the future to the engine,
     which suspends the action until the future is done. A call the action log already
     holds completes at once, without the executor."""
 
-    __slots__ = ("_args", "_executor", "_function", "_kwargs", "_metrics", "_slot")
+    __slots__ = ("_executor",)
 
     def __init__(
         self,
@@ -415,39 +451,31 @@ class _DurableCall:
         slot: CallSlot | None,
         metrics: AgentMetrics | None = None,
     ) -> None:
+        super().__init__(function, args, kwargs, slot, metrics)
         self._executor = executor
-        self._function = function
-        self._args = args
-        self._kwargs = kwargs
-        self._slot = slot
-        self._metrics = metrics
 
     def __await__(self) -> Generator[Future[Any], Any, Any]:
+        if self._replayed():
+            return self._slot.replay()
         slot, metrics, submit = self._slot, self._metrics, self._executor.submit
-        if slot is not None and slot.recorded is not None:
-            if metrics is not None:
-                metrics.durable_call_replayed()
-            return slot.replay()
         if slot is None:
             function, args = call_to_result, (self._function, *self._args)
-            name = function_id(self._function) if metrics is not None else ""
         else:  # recorded on the executor thread, as soon as the call ends
             run = partial(call_to_result, self._function)
             function, args = slot.run, (run, self._args, self._kwargs)
-            name = slot.function
         if metrics is None:
             future = submit(function, *args, **(self._kwargs if slot is None else {}))
         else:  # the user's arguments bound first: their names cannot clash with timed_call's
             kwargs = self._kwargs if slot is None else {}
-            future = submit(metrics.timed_call, name, partial(function, *args, **kwargs))
+            future = submit(metrics.timed_call, self._name(), partial(function, *args, **kwargs))
         return (yield future)
 
 
-class _LoopCall:
+class _LoopCall(_Call):
     """``_DurableCall`` for an ``async def`` function: awaiting it hands the call to the
     engine's event loop (``CallLoop``) rather than to a thread of the executor."""
 
-    __slots__ = ("_args", "_function", "_kwargs", "_loop", "_metrics", "_slot")
+    __slots__ = ("_loop",)
 
     def __init__(
         self,
@@ -458,36 +486,25 @@ class _LoopCall:
         slot: CallSlot | None,
         metrics: AgentMetrics | None,
     ) -> None:
+        super().__init__(function, args, kwargs, slot, metrics)
         self._loop = loop
-        self._function = function
-        self._args = args
-        self._kwargs = kwargs
-        self._slot = slot
-        self._metrics = metrics
 
     def __await__(self) -> Generator[Future[Any], Any, Any]:
-        future = self._submit()
-        if future is None:
+        if self._replayed():
             return self._slot.replay()
-        return (yield future)
+        return (yield self._submit())
 
     def wait(self) -> Any:
         """The call's value, waited for on this thread (``durable_execute``)."""
-        future = self._submit()
-        return self._slot.replay() if future is None else future.result()
+        if self._replayed():
+            return self._slot.replay()
+        return self._submit().result()
 
-    def _submit(self) -> Future[Any] | None:
-        """Hand the call to the loop; None when the action log answers it instead."""
-        slot, metrics = self._slot, self._metrics
-        if slot is not None and slot.recorded is not None:
-            if metrics is not None:
-                metrics.durable_call_replayed()
-            return None
-        if slot is not None:
-            name = slot.function
-        else:
-            name = function_id(self._function) if metrics is not None else ""
-        return self._loop().submit(self._function, self._args, self._kwargs, slot, metrics, name)
+    def _submit(self) -> Future[Any]:
+        """Hand the call to the loop."""
+        return self._loop().submit(
+            self._function, self._args, self._kwargs, self._slot, self._metrics, self._name()
+        )
 
 
 def call_to_result(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
