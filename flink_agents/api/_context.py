@@ -131,9 +131,10 @@ class RunnerContext(ABC):
 
         Wrap calls with effects outside the agent (an LLM, a tool, an HTTP request) in it:
         they are the calls whose results the action log records so that a recovered job
-        does not pay for them twice. An ``async def`` function (or one that returns a
-        coroutine, such as an async client's method) is run to its end on an event loop of
-        its own, as a tool's is, and its result is what is returned and recorded.
+        does not pay for them twice. An ``async def`` function (an async client's method)
+        runs on the runner's event loop, shared by all such calls, and this thread waits
+        for it; a plain function that returns a coroutine has it run to its end on an event
+        loop of its own, as a tool's is. Either way the value is returned and recorded.
         """
 
     def run_agent(
@@ -168,8 +169,8 @@ class RunnerContext(ABC):
     ) -> Awaitable[T]:
         """In an ``async def`` action: ``await`` it to run ``function`` on the runner's
         bounded executor while the runner goes on with other keys. An ``async def``
-        function is run to its end there, on an event loop of its own (see
-        ``durable_execute``).
+        function (an async client's method) runs instead on the runner's event loop, one
+        for all such calls, and holds no thread of the executor; it must not block.
 
         It is the only thing an async action may await (besides ``asyncio.sleep(0)``):
         the run is parked between awaits and resumed on the thread that owns its memory.

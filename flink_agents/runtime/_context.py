@@ -231,12 +231,13 @@ class ActionContext(RunnerContext):
 
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         services = self._services
-        if services.call_loop is not None and inspect.iscoroutinefunction(function):
-            loop = services.call_loop()
-            if not loop.runs_here():  # (on the loop itself, waiting for it would hang)
-                # On the engine's event loop, as ``durable_execute_async`` runs it: an async
-                # client kept between calls needs the same loop every time.
-                return self._on_loop(function, args, kwargs).wait()
+        loop = services.call_loop
+        if loop is not None and inspect.iscoroutinefunction(function) and not loop().runs_here():
+            # On the engine's event loop, as ``durable_execute_async`` runs it: an async
+            # client kept between calls needs the same loop every time. (Not on the loop's
+            # own thread: waiting for the loop there would hang.)
+            slot = self._begin(function, args, kwargs)
+            return _LoopCall(loop, function, args, kwargs, slot, services.metrics).wait()
         recorder = self.call_recorder()
         metrics = services.metrics
         self.last_call_replayed = False
@@ -261,21 +262,18 @@ class ActionContext(RunnerContext):
         self, function: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Awaitable[T]:
         services = self._services
+        slot = self._begin(function, args, kwargs)
         if services.call_loop is not None and inspect.iscoroutinefunction(function):
-            return self._on_loop(function, args, kwargs)
-        recorder = self.call_recorder()
-        slot = None if recorder is None else recorder.begin(function, args, kwargs)
-        self.last_call_replayed = slot is not None and slot.recorded is not None
+            return _LoopCall(services.call_loop, function, args, kwargs, slot, services.metrics)
         return _DurableCall(services.executor(), function, args, kwargs, slot, services.metrics)
 
-    def _on_loop(self, function: Callable[..., Any], args: tuple, kwargs: dict) -> _LoopCall:
-        """An ``async def`` function's call, for the engine's event loop."""
+    def _begin(self, function: Callable[..., Any], args: tuple, kwargs: dict) -> CallSlot | None:
+        """The call's slot in the action's recorder (None without a log), and whether the
+        log answers it (``last_call_replayed``)."""
         recorder = self.call_recorder()
         slot = None if recorder is None else recorder.begin(function, args, kwargs)
         self.last_call_replayed = slot is not None and slot.recorded is not None
-        services = self._services
-        assert services.call_loop is not None
-        return _LoopCall(services.call_loop, function, args, kwargs, slot, services.metrics)
+        return slot
 
     def run_agent(
         self, agent: str, input: Any, *, share_short_term_memory: bool | None = None
