@@ -219,10 +219,11 @@ def test_the_built_in_chat_action_awaits_achat_on_the_engines_loop(scripted_env)
     try:
         [output] = runner.run("ana", "hello")
         model = runner.engine.resources.get("llm")
+        executor = runner.engine._executor  # (``close`` drops it)
     finally:
         runner.engine.close()
     assert output["text"] == "no tools needed"
-    assert runner.engine._executor is None
+    assert executor is None
     assert model._async_client.is_closed()
 
 
@@ -301,11 +302,12 @@ def test_an_async_tool_is_awaited_on_the_engines_loop(scripted_env):
     runner = LocalRunner(agents.AsyncWeatherAgent)
     try:
         [output] = runner.run("ana", "What is the weather in Lisbon?")
+        executor = runner.engine._executor  # (``close`` drops it)
     finally:
         runner.engine.close()
     assert output["text"] == "It is sunny in Lisbon."
     assert agents.TOOL_THREADS == ["flink-agents-calls"]
-    assert runner.engine._executor is None
+    assert executor is None
 
 
 def test_model_tools_are_used_when_the_request_names_none_and_failures_reach_the_model(

@@ -83,8 +83,9 @@ class MCPServer(ToolSet, PromptSet):
     Its tools are tools (``ReActAgent(tools=[server])``, or the server's resource name in a
     list of tool names, stands for all of them) and its prompts are prompts (``ctx.
     get_resource(prompt_name, ResourceType.PROMPT)``, ``ReActAgent(prompt=server.prompt(
-    name))``). Calls are synchronous and thread-safe; the built-in tool action makes them
-    as durable calls.
+    name))``). Calls are thread-safe, synchronous (``call_tool``, ``MCPTool.call``) or awaited
+    from any event loop (``acall_tool``, ``MCPTool.acall``); the built-in tool action awaits
+    them as durable calls on the runner's loop.
 
     Args:
         command: the program that starts a stdio server (e.g. ``python``, ``npx``).
@@ -193,6 +194,23 @@ class MCPServer(ToolSet, PromptSet):
         result = self._request(
             what, lambda c: c.call_tool(name, dict(arguments), read_timeout_seconds=self.timeout)
         )
+        return self._tool_result(result)
+
+    async def acall_tool(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """``call_tool`` for a caller on an event loop (the runner's loop of ``async def``
+        calls): the request is awaited, so no thread waits for the server's answer.
+
+        Raises:
+            MCPToolError: the tool answered with an error, or the server refused the call.
+            MCPServerError: the server cannot be reached.
+        """
+        what = f"tool call {name!r}"
+        result = await self._arequest(
+            what, lambda c: c.call_tool(name, dict(arguments), read_timeout_seconds=self.timeout)
+        )
+        return self._tool_result(result)
+
+    def _tool_result(self, result: Any) -> Any:
         if result.is_error:
             text = _content_text(result.content) or "the tool reported an error"
             raise MCPToolError(self._mask(text))
@@ -315,24 +333,44 @@ class MCPServer(ToolSet, PromptSet):
         loop, session = self._connected()
         try:
             return loop.run(session.request(call, self.timeout), self.timeout + _BACKSTOP_S)
-        except MCPError as error:
-            if error.code == _INVALID_PARAMS:  # an unknown tool, arguments it does not take
-                raise MCPToolError(self._mask(str(error))) from None
-            lost = error.code == _CONNECTION_CLOSED
-            failure: tuple[str, BaseException | None] = (
-                f"lost the connection during {what}" if lost else f"failed {what}",
-                error,
-            )
-        except SessionEnded as ended:
-            failure = (f"lost the connection during {what}", ended)
-        except TimeoutError:
-            failure = (f"did not answer {what} within {self.timeout:g}s", None)
         except Exception as error:
+            raise self._failed(what, error, loop, session) from None
+
+    async def _arequest(self, what: str, call: Callable[[Any], Awaitable[T]]) -> T:
+        """``_request`` awaited from another event loop. Connecting (rare: the first call,
+        or after the session ended) blocks, so it runs on a thread of its own.
+
+        Raises:
+            MCPServerError: the server cannot be reached, or did not answer in time.
+            MCPToolError: the server answered with a JSON-RPC error.
+        """
+        loop, session = self._live() or await asyncio.to_thread(self._connected)
+        try:
+            request = session.request(call, self.timeout)
+            return await loop.arun(request, self.timeout + _BACKSTOP_S)
+        except Exception as error:
+            raise self._failed(what, error, loop, session) from None
+
+    def _failed(
+        self, what: str, error: Exception, loop: LoopThread, session: Session
+    ) -> MCPToolError | MCPServerError:
+        """What a failed request raises. A refused request leaves the session as it is;
+        any other failure discards it: the next call connects again (a new process for a
+        stdio server) and finds out whether the server is back."""
+        failure: tuple[str, BaseException | None]
+        if isinstance(error, MCPError):
+            if error.code == _INVALID_PARAMS:  # an unknown tool, arguments it does not take
+                return MCPToolError(self._mask(str(error)))
+            lost = error.code == _CONNECTION_CLOSED
+            failure = (f"lost the connection during {what}" if lost else f"failed {what}", error)
+        elif isinstance(error, SessionEnded):
+            failure = (f"lost the connection during {what}", error)
+        elif isinstance(error, TimeoutError):
+            failure = (f"did not answer {what} within {self.timeout:g}s", None)
+        else:
             failure = (f"failed {what}", error)
-        # The session is of no more use: the next call connects again (a new process for a
-        # stdio server) and finds out whether the server is back.
         self._discard(loop, session)
-        raise self._unreachable(*failure)
+        return self._unreachable(*failure)
 
     def _discard(self, loop: LoopThread, session: Session) -> None:
         with self._lock:
@@ -342,7 +380,16 @@ class MCPServer(ToolSet, PromptSet):
                 closing = asyncio.run_coroutine_threadsafe(session.close(_CLOSE_S), loop.loop)
                 self._closing = [f for f in self._closing if not f.done()] + [closing]
 
+    def _live(self) -> tuple[LoopThread, Session] | None:
+        """The current session, unless there is none or it ended."""
+        with self._lock:
+            if self._session is not None and not self._session.ended:
+                assert self._loop is not None
+                return self._loop, self._session
+            return None
+
     def _connected(self) -> tuple[LoopThread, Session]:
+        """The current session, or a new one (connecting on this thread)."""
         with self._lock:
             if self._session is not None and not self._session.ended:
                 assert self._loop is not None
@@ -410,6 +457,16 @@ class MCPTool(Tool):
             MCPServerError: the server cannot be reached (the action fails).
         """
         return self.server.call_tool(self._metadata.name, arguments)
+
+    async def acall(self, arguments: Mapping[str, Any]) -> Any:
+        """``call``, awaited: the built-in tool action awaits it on the runner's event loop,
+        so a call in flight holds no thread of the pool.
+
+        Raises:
+            MCPToolError: the tool answered with an error (the model is told).
+            MCPServerError: the server cannot be reached (the action fails).
+        """
+        return await self.server.acall_tool(self._metadata.name, arguments)
 
     def __repr__(self) -> str:
         return f"MCPTool({self._metadata.name!r}, {self.server!r})"

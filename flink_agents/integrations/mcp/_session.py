@@ -3,10 +3,12 @@
 The ``mcp`` SDK is asyncio-based and its transports (a stdio subprocess, a streamable HTTP
 connection) live in anyio task groups that must be entered and left by one task. Actions
 call tools synchronously from their own threads (the runner's executor, Flink's operator
-thread), so each server resource owns a daemon thread running an event loop: one task on it
-holds the client open (``Session._hold``) until the session is closed or the connection
-ends, and every request is a task of its own on the same loop, submitted with
-``asyncio.run_coroutine_threadsafe`` and waited for with a timeout by the calling thread.
+thread) or await them from another event loop (the runner's loop of ``async def`` calls),
+so each server resource owns a daemon thread running an event loop: one task on it holds
+the client open (``Session._hold``) until the session is closed or the connection ends, and
+every request is a task of its own on the same loop, submitted with
+``asyncio.run_coroutine_threadsafe`` and waited for with a timeout by the calling thread
+(``LoopThread.run``) or awaited by the calling loop (``LoopThread.arun``).
 
 A request races the end of the connection: when the server dies, the holder task ends (the
 transport's task group fails or the stream closes) and every request in flight fails at
@@ -62,6 +64,20 @@ class LoopThread:
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no answer within {timeout:g}s") from None
+
+    async def arun(self, coroutine: Coroutine[Any, Any, T], timeout: float) -> T:
+        """``run`` for a caller on another event loop: awaits the result there instead of
+        blocking a thread (cancelling the await cancels the coroutine on this loop).
+
+        Raises:
+            TimeoutError: no result within ``timeout`` seconds (the coroutine is cancelled).
+        """
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        except TimeoutError:
             future.cancel()
             raise TimeoutError(f"no answer within {timeout:g}s") from None
 

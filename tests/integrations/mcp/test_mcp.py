@@ -4,6 +4,7 @@ chat and tool actions through the scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -351,6 +352,50 @@ def test_the_server_in_code_lists_calls_and_renders(ledger):
         server.close()
     assert bookings(ledger) == ["review|Monday"]
     assert calendar_children() == running
+
+
+def test_tools_are_awaited_from_an_event_loop_without_blocking_it(ledger):
+    """``acall`` connects on a thread of its own, answers what ``call`` answers, maps the
+    same errors, and leaves the caller's loop free while the server works."""
+    server = stdio_calendar(timeout=2)
+
+    async def scenario() -> tuple[str, str, int]:
+        book = server.get_tool("book_meeting")
+        booked = await book.acall({"title": "review", "day": "Monday"})
+        with pytest.raises(MCPToolError, match="validation error"):
+            await book.acall({"title": 3})
+        ticks = 0
+        calling = asyncio.ensure_future(server.get_tool("slow").acall({"seconds": 1}))
+        while not calling.done():  # the loop goes on while the server sleeps
+            ticks += 1
+            await asyncio.sleep(0.01)
+        return booked, calling.result(), ticks
+
+    try:
+        booked, slept, ticks = asyncio.run(scenario())
+        assert booked == "Booked 'review' on Monday." and slept == "slept"
+        assert ticks >= 10  # a blocking call would have let the loop tick once, at most
+        with pytest.raises(MCPServerError) as caught:
+            asyncio.run(server.get_tool("slow").acall({"seconds": 30}))
+        assert str(caught.value).endswith("did not answer tool call 'slow' within 2s")
+        assert asyncio.run(server.get_tool("slow").acall({"seconds": 0})) == "slept"
+    finally:
+        server.close()
+    assert bookings(ledger) == ["review|Monday"]
+
+
+def test_the_builtin_tool_action_awaits_mcp_tools_on_the_engines_loop(scripted, ledger):
+    """The model request and the MCP tool call are both awaited on the engine's event loop:
+    the pool of async threads is never made."""
+    booking_script(scripted)
+    runner = LocalRunner(agents.Scheduler)
+    try:
+        assert runner.run("ana", REQUEST) == ["Done. Booked 'standup' on Friday."]
+        executor = runner.engine._executor  # (``close`` drops it)
+    finally:
+        runner.engine.close()
+    assert executor is None
+    assert bookings(ledger) == ["standup|Friday"]
 
 
 def test_a_server_that_does_not_start_is_a_clear_error():
