@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from time import time_ns
 from typing import Any
 
@@ -130,9 +130,9 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             engine.start_async_threads()
         self._state = _FlinkKeyState(runtime_context, batch_puts=self._mirror.thread_mode)
         self._timers = _FlinkTimers()
-        self._backend = _keyed_backend(runtime_context) if self._mirror.thread_mode else None
-        if self._backend is not None:
-            self._driver.resume_elsewhere(self._backend.getCurrentKey)
+        self._keys = _KeySwitch.of(runtime_context)
+        if self._keys is not None:
+            self._driver.resume_elsewhere(self._keys.current)
         if self._mirror.thread_mode:
             # What exists now (PyFlink, the plan, its resources: some 170,000 objects) is
             # left out of the collector's full passes until ``close``. With parked runs
@@ -192,19 +192,19 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         Their emissions are collected while their keys are current and passed on once the
         callback's own key is current again."""
         yield from emitted
-        driver, backend = self._driver, self._backend
+        driver, keys = self._driver, self._keys
         ready = driver.ready
         resumed: list[Any] = []
-        own = backend.getCurrentKey()
+        own = keys.current()
         try:
             while ready:
                 key, handle = ready.popleft()
                 if not driver.call_done(key):
                     continue  # resumed already: no key switch for it
-                backend.setCurrentKey(handle)
+                keys.make_current(handle)
                 resumed.extend(driver.on_call_done(key, self._state, self._timers))
         finally:
-            backend.setCurrentKey(own)
+            keys.make_current(own)
         yield from resumed
 
     def _finished(self, emitted: Iterator[Any]) -> Iterator[Any]:
@@ -290,14 +290,32 @@ class _FlinkTimers:
         self.service.delete_processing_time_timer(due_ms)
 
 
-def _keyed_backend(runtime_context: RuntimeContext) -> Any:
-    """The operator's keyed state backend (a Java object, thread mode), through which a
-    callback may make another key current; None where PyFlink does not expose it."""
-    python_side = getattr(runtime_context, "_keyed_state_backend", None)
-    backend = getattr(python_side, "_keyed_state_backend", None)
-    if backend is None or not hasattr(backend, "setCurrentKey"):
+class _KeySwitch:
+    """Reads and sets the current key of the operator's keyed state backend, through which
+    a callback may make another key current (its state and timers then that key's).
+
+    Thread mode: the backend is a Java object (``getCurrentKey`` / ``setCurrentKey``, the key
+    as Java holds it). Process mode: PyFlink's Python-side backend, which keeps the current
+    key itself (the state key, a ``Row`` of the key) and which its timer service reads when a
+    timer is set or deleted: PyFlink makes each record's key current through it too."""
+
+    __slots__ = ("current", "make_current")
+
+    def __init__(self, current: Callable[[], Any], make_current: Callable[[Any], None]) -> None:
+        self.current = current
+        self.make_current = make_current
+
+    @classmethod
+    def of(cls, runtime_context: RuntimeContext) -> _KeySwitch | None:
+        """The switch of this operator's backend; None where PyFlink does not expose it
+        (internal attributes, pinned 2.3.0: then runs are resumed by their polls)."""
+        python_side = getattr(runtime_context, "_keyed_state_backend", None)
+        java = getattr(python_side, "_keyed_state_backend", None)
+        if java is not None and hasattr(java, "setCurrentKey"):
+            return cls(java.getCurrentKey, java.setCurrentKey)
+        if hasattr(python_side, "set_current_key") and hasattr(python_side, "get_current_key"):
+            return cls(python_side.get_current_key, python_side.set_current_key)
         return None
-    return backend
 
 
 def _subtask_index(runtime_context: RuntimeContext) -> int:

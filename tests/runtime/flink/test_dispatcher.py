@@ -93,12 +93,13 @@ def test_bounded_input_drains_runs_still_waiting_on_async_work():
     assert sorted(o["n"] for o in outputs) == list(range(21))
 
 
-def test_thread_mode_resumes_a_finished_call_from_another_keys_callback():
-    """In thread mode a parked run whose call has finished is resumed by the next callback
-    of any key, not at its poll: here its first poll is a minute away, so without that the
-    run would end only at the drain, after every other output. The records behind it wait
-    in their actions until the call has finished (then 5 ms each)."""
-    env = flink_environment(parallelism=1, mode="thread")
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_finished_call_is_resumed_from_another_keys_callback(mode):
+    """A parked run whose call has finished is resumed by the next callback of any key, not
+    at its poll (in both execution modes): here its first poll is a minute away, so without
+    that the run would end only at the drain, after every other output. The records behind
+    it wait in their actions until the call has finished (then 5 ms each)."""
+    env = flink_environment(parallelism=1, mode=mode)
     agents = AgentsExecutionEnvironment.get_execution_environment(
         env, async_poll_interval_ms=60_000, async_poll_max_interval_ms=60_000
     )
