@@ -39,7 +39,7 @@ import pytest
 from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
-from flink_agents.integrations.vector_stores import open_vector_store
+from flink_agents.integrations.vector_stores import open_vector_store, point_id
 from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
 from flink_agents.plan import to_plan
 from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
@@ -62,6 +62,9 @@ RECORDS = [
 FAIL_AT_BATCHES = [10, 26]  # global batch ordinals: a job makes 30 or more (30 records per key)
 DELAY_S = 0.04  # per batch: while two batches embed, the next one gathers several records
 PAD = 1000  # bytes per input line in process mode: a few lines fill a 4 KiB network buffer
+JOB = "long-term-batching"
+"""The job's name, pinned without an action log (where item ids derive from it, the key, run,
+step and action) so that a failure message can tell which run wrote each copy of an item."""
 PACING = {  # as test_minicluster_failure.py, for the same reason
     "taskmanager.memory.segment-size": "4kb",
     "python.fn-execution.bundle.size": "20",
@@ -101,6 +104,8 @@ def run_job(tmp_path: Path, mode: str, action_log: str | None) -> list[dict[str,
     }
     if action_log is not None:
         options["action_log"] = action_log
+    if action_log == "none":
+        options["action_log_job"] = JOB
     build_agent_job(
         env,
         plan,
@@ -131,6 +136,26 @@ def read_store(directory: Path) -> tuple[dict[str, list[tuple[str, str]]], list[
             memory.close()
         facts = VectorKnowledge(store, embedding).get_knowledge_set("facts").get()
         return notes, [(item.id, item.value) for item in facts]
+
+
+def origins(items: list[tuple[str, str]], counted: Counter[str]) -> str:
+    """For a failure message: each value ``items`` hold more often than ``counted`` says,
+    with the run and step its copies' ids were minted for (without an action log, where
+    they derive from ``JOB``, the key, run, step and action)."""
+    held = Counter(value for _, value in items)
+    lines = []
+    for value in sorted(held - counted):
+        user = key_of(value)
+        scope, name = ("knowledge", "facts") if " fact " in value else ("ltm", "notes")
+        known = {
+            point_id(JOB, repr(user), run, step, "remember", scope, name, n): (run, step, n)
+            for run in range(1, 2 + len(RECORDS) // USERS)
+            for step in range(1, 4)
+            for n in range(2)
+        }
+        copies = [f"{i} (run, step, item: {known.get(i)})" for i, v in items if v == value]
+        lines.append(f"{value!r} {held[value]} times: {', '.join(copies)}")
+    return "; ".join(lines)
 
 
 def failed_batches(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -190,13 +215,17 @@ def test_items_exactly_once_after_failures_mid_batch(tmp_path, monkeypatch, mode
         mine = [r for r in RECORDS if r["user"] == user]
         expected = sorted(note(r, j) for r in mine for j in range(r["items"]))
         values = sorted(value for _, value in items)
-        assert Counter(values) == Counter(expected), f"{user}: lost or duplicated notes"
+        assert Counter(values) == Counter(expected), (
+            f"{user}: lost or duplicated notes; {origins(items, Counter(expected))}"
+        )
         ids = [item_id for item_id, _ in items]
         assert len(set(ids)) == len(ids)
         reported = {i for o in outputs if o["user"] == user for i in o["ids"]}
         assert set(ids) == reported, user
     expected_facts = sorted(fact(r) for r in RECORDS if r["fact"])
-    assert sorted(value for _, value in facts) == expected_facts
+    assert sorted(value for _, value in facts) == expected_facts, origins(
+        facts, Counter(expected_facts)
+    )
     assert {i for i, _ in facts} == {i for o in outputs for i in o["facts"]}
 
     # What the failures cut off was embedded again; what had landed and ran again was

@@ -188,7 +188,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
     def _and_ready(self, emitted: Iterator[Any]) -> Iterator[Any]:
         """The callback's own emissions, then those of the parked runs of other keys whose
         calls have finished, each resumed with its key made current in the keyed state
-        backend (thread mode): without waiting for their polls, a timer callback each.
+        backend (``_KeySwitch``): without waiting for their polls, a timer callback each.
         Their emissions are collected while their keys are current and passed on once the
         callback's own key is current again."""
         yield from emitted
