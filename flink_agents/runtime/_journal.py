@@ -133,6 +133,9 @@ MAX_QUEUED = 4096
 """Completed records queued or being written, at most; ``complete`` waits beyond."""
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
 """Payload bytes queued or being written, at most; ``complete`` waits beyond."""
+CALL_LINGER_MS = 4.0
+"""How long a durable call's outcome waits for others to share its transaction, when calls
+of other actions were written less than ``_BUSY_S`` before (see ``_CallWriter``)."""
 
 
 def now_ms() -> int:
@@ -210,6 +213,8 @@ class ActionJournal:
         batch_delay_ms: how long a completed record waits for others to share its batch.
         max_queued: completed records queued or being written, at most (backpressure).
         max_queued_bytes: their payload bytes, at most (backpressure).
+        call_linger_ms: how long a durable call's outcome waits for others to share its
+            transaction while calls of other actions are ending close together (0: never).
 
     The journal owns ``log`` once created: ``close`` closes it.
 
@@ -238,6 +243,7 @@ class ActionJournal:
         batch_delay_ms: float = BATCH_DELAY_MS,
         max_queued: int = MAX_QUEUED,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
+        call_linger_ms: float = CALL_LINGER_MS,
     ) -> None:
         self.log = log
         self.job = job
@@ -262,7 +268,7 @@ class ActionJournal:
                 len(self._index),
                 job,
             )
-        self._calls = _CallWriter(log)
+        self._calls = _CallWriter(log, call_linger_ms / 1000)
         self._writer = _CompletionWriter(
             log,
             weakref.ref(self),
@@ -375,7 +381,7 @@ class ActionJournal:
         """
         with self._operation("recording a durable call"):
             encoded = self.log.encode_call(identity, call, self.clock())
-            failure = self._calls.write([encoded])
+            failure = self._calls.write([encoded], linger=True)
         if failure is not None:  # the transaction its call was in failed, maybe on another thread
             raise _log_error(self.log, "recording a durable call", failure) from failure
 
@@ -670,24 +676,40 @@ class _CallWriter:
     thread is writing waits, and when that write ends, the first waiting thread writes every
     call waiting then, in one ``ActionLog.record_calls`` transaction.
 
-    There is no thread of its own: a call that finds nobody writing is written at once, by
-    its own thread. Each caller returns when the transaction holding its call has committed,
-    or with that transaction's failure. Every waiting thread blocks on a lock of its own,
-    released when its call is written or when it is to write next: hundreds of threads in
-    PyFlink's thread mode share one GIL, and waking all of them after every write (a shared
-    condition) cost more than the writes.
+    There is no thread of its own: a call that finds nobody writing is written by its own
+    thread, at once, or (``linger``) after ``linger_s`` when calls of another action were
+    written less than ``_BUSY_S`` before: many calls are then ending close together, and a
+    transaction costs about as much CPU as ten calls' rows in it (SQLite: about 80 us for
+    one call, 9 each in a transaction of 64). At 256 calls of 0.2 s in flight nearly every
+    call had a transaction of its own, and the threads' writes took the GIL from the
+    operator thread: recording them cost a sixth of the throughput (``bench/RESULTS.md``).
+    An action's own calls one after another (the previous transaction held its call) are
+    written at once. Each caller returns when the transaction holding its call has
+    committed, or with that transaction's failure. Every waiting thread blocks on a lock of
+    its own, released when its call is written or when it is to write next: hundreds of
+    threads in PyFlink's thread mode share one GIL, and waking all of them after every write
+    (a shared condition) cost more than the writes.
     """
 
-    def __init__(self, log: ActionLog) -> None:
+    _BUSY_S = 0.01
+    """Calls of other actions written this recently mean calls are ending close together."""
+
+    def __init__(self, log: ActionLog, linger_s: float = 0.0) -> None:
         self._log = log
+        self._linger_s = linger_s
         self._lock = threading.Lock()
         self._waiting: list[_PendingCall] = []
         self._writing = False
+        self._last_end = -1.0
+        """When the last transaction ended (``time.monotonic``)."""
+        self._last_identity: ActionIdentity | None = None
+        """The action of the last call that transaction held."""
 
-    def write(self, calls: list[EncodedCall]) -> BaseException | None:
+    def write(self, calls: list[EncodedCall], linger: bool = False) -> BaseException | None:
         """Store ``calls`` durably (with whatever calls are waiting too): None once stored,
         else the failure of the transaction they were in (returned, not raised: the same
-        exception may reach several threads)."""
+        exception may reach several threads). ``linger``: the caller is a thread of its
+        own that may wait ``linger_s`` for others before writing (never the event loop's)."""
         me = _PendingCall(calls)
         with self._lock:
             if self._writing:
@@ -698,14 +720,24 @@ class _CallWriter:
             me.wake.acquire()  # released once written, or to write next
             if not me.writes:
                 return me.failure
+        if (
+            linger
+            and self._linger_s
+            and time.monotonic() - self._last_end < self._BUSY_S
+            and self._last_identity != calls[0].identity
+        ):
+            time.sleep(self._linger_s)  # the GIL is free meanwhile; others queue behind
         with self._lock:
             group, self._waiting = [me, *self._waiting], []
         failure: BaseException | None = None
+        written = [call for pending in group for call in pending.calls]
         try:
-            self._log.record_calls([call for pending in group for call in pending.calls])
+            self._log.record_calls(written)
         except BaseException as error:  # handed to every caller of the group
             failure = error
         with self._lock:
+            self._last_end = time.monotonic()
+            self._last_identity = written[-1].identity
             following = self._waiting.pop(0) if self._waiting else None
             if following is None:
                 self._writing = False

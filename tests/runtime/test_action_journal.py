@@ -919,6 +919,93 @@ def test_a_failed_group_fails_each_of_its_calls_as_the_log():
     assert seen["e"] is True
 
 
+class JournalTime:
+    """The journal's ``time`` module with the clock and ``sleep`` driven by the test: each
+    sleep is noted, and ``during_sleep`` (if set) runs in it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+        self.during_sleep = None
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        if self.during_sleep is not None:
+            self.during_sleep()
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@pytest.fixture
+def journal_time(monkeypatch) -> JournalTime:
+    clock = JournalTime()
+    monkeypatch.setattr("flink_agents.runtime._journal.time", clock)
+    return clock
+
+
+def record_one(attempt: ActionJournal, key: str, index: int = 0) -> None:
+    attempt.record_call(attempt.identity(key, 1, 1, "work"), DurableCall(index, "m:f", "d", key))
+
+
+def test_a_call_lingers_for_others_only_while_other_actions_calls_end_close_together(
+    journal_time,
+):
+    """Many calls ending close together are written in fewer transactions if each waits a
+    little for others (``call_linger_ms``); an action's own calls one after another, calls
+    after a quiet spell and the event loop's batches are written at once."""
+    attempt = journal(InMemoryActionLog(), call_linger_ms=4)
+    record_one(attempt, "a")  # the first call: nothing written before
+    journal_time.now += 0.001
+    record_one(attempt, "a", 1)  # its action's next call
+    assert journal_time.slept == []
+    journal_time.now += 0.001
+    record_one(attempt, "b")  # another action's, 1 ms after a transaction
+    assert journal_time.slept == [0.004]
+    journal_time.now += 0.05
+    record_one(attempt, "c")  # after 50 ms without a write
+    assert journal_time.slept == [0.004]
+    journal_time.now += 0.001
+    encoded = attempt.log.encode_call(
+        attempt.identity("d", 1, 1, "work"), DurableCall(0, "m:f", "d", "D"), 1
+    )
+    assert attempt._calls.write([encoded]) is None  # the call loop's way: never lingers
+    assert journal_time.slept == [0.004]
+    never = journal(InMemoryActionLog(), call_linger_ms=0)
+    record_one(never, "a")
+    journal_time.now += 0.001
+    record_one(never, "b")
+    assert journal_time.slept == [0.004]
+
+
+def test_calls_ending_while_a_writer_lingers_share_its_transaction(journal_time):
+    """The calls that end while a writer lingers wait for it and go in its transaction;
+    each thread returns only once its own call is in the log."""
+    log = GroupLog()
+    log.gate.set()
+    attempt = journal(log, call_linger_ms=4)
+    record_one(attempt, "a")
+    journal_time.now += 0.001
+    seen: dict = {}
+    threads: list[threading.Thread] = []
+
+    def others_end() -> None:
+        threads.extend(record_in_thread(attempt, log, key, seen) for key in "bcd")
+        assert eventually(lambda: len(attempt._calls._waiting) == 3)
+        assert seen == {}
+
+    journal_time.during_sleep = others_end
+    record_one(attempt, "e")
+    for thread in threads:
+        thread.join(10)
+    assert log.groups == [1, 4]
+    assert seen == {"b": True, "c": True, "d": True}
+    assert [c.result for c in log.calls(attempt.identity("e", 1, 1, "work"))] == ["e"]
+
+
 def _grows(items: list) -> int:
     items.append("added by the call")
     return len(items)
