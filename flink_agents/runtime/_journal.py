@@ -134,8 +134,8 @@ MAX_QUEUED = 4096
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
 """Payload bytes queued or being written, at most; ``complete`` waits beyond."""
 CALL_LINGER_MS = 4.0
-"""How long a durable call's outcome waits for others to share its transaction, when calls
-of other actions were written less than ``_BUSY_S`` before (see ``_CallWriter``)."""
+"""How long a durable call's outcome waits for others to share its transaction while calls
+are ending faster than ``_CallWriter.MIN_RATE`` a second (see ``_CallWriter``)."""
 
 
 def now_ms() -> int:
@@ -214,7 +214,7 @@ class ActionJournal:
         max_queued: completed records queued or being written, at most (backpressure).
         max_queued_bytes: their payload bytes, at most (backpressure).
         call_linger_ms: how long a durable call's outcome waits for others to share its
-            transaction while calls of other actions are ending close together (0: never).
+            transaction while calls are ending many a millisecond (0: never).
 
     The journal owns ``log`` once created: ``close`` closes it.
 
@@ -677,22 +677,23 @@ class _CallWriter:
     call waiting then, in one ``ActionLog.record_calls`` transaction.
 
     There is no thread of its own: a call that finds nobody writing is written by its own
-    thread, at once, or (``linger``) after ``linger_s`` when calls of another action were
-    written less than ``_BUSY_S`` before: many calls are then ending close together, and a
-    transaction costs about as much CPU as ten calls' rows in it (SQLite: about 80 us for
-    one call, 9 each in a transaction of 64). At 256 calls of 0.2 s in flight nearly every
+    thread, at once, or (``linger``) after ``linger_s`` while calls are ending faster than
+    ``MIN_RATE`` a second and the last transaction held a call of another action. A
+    transaction costs about as much CPU as ten calls' rows in one (SQLite: about 80 us for
+    one call, 9 each in a transaction of 64); at 256 calls of 0.2 s in flight nearly every
     call had a transaction of its own, and the threads' writes took the GIL from the
     operator thread: recording them cost a sixth of the throughput (``bench/RESULTS.md``).
-    An action's own calls one after another (the previous transaction held its call) are
-    written at once. Each caller returns when the transaction holding its call has
-    committed, or with that transaction's failure. Every waiting thread blocks on a lock of
-    its own, released when its call is written or when it is to write next: hundreds of
-    threads in PyFlink's thread mode share one GIL, and waking all of them after every write
-    (a shared condition) cost more than the writes.
+    Below that rate a transaction per call costs little and waiting would only delay the
+    actions; an action's own calls one after another never wait. Each caller returns when
+    the transaction holding its call has committed, or with that transaction's failure.
+    Every waiting thread blocks on a lock of its own, released when its call is written or
+    when it is to write next: hundreds of threads in PyFlink's thread mode share one GIL,
+    and waking all of them after every write (a shared condition) cost more than the writes.
     """
 
-    _BUSY_S = 0.01
-    """Calls of other actions written this recently mean calls are ending close together."""
+    MIN_RATE = 800
+    """Calls a second (over the last ``_WINDOW``) from which a writer lingers."""
+    _WINDOW = 16
 
     def __init__(self, log: ActionLog, linger_s: float = 0.0) -> None:
         self._log = log
@@ -700,10 +701,10 @@ class _CallWriter:
         self._lock = threading.Lock()
         self._waiting: list[_PendingCall] = []
         self._writing = False
-        self._last_end = -1.0
-        """When the last transaction ended (``time.monotonic``)."""
+        self._arrivals: deque[float] = deque(maxlen=self._WINDOW)
+        """When the last calls came to be written (``time.monotonic``)."""
         self._last_identity: ActionIdentity | None = None
-        """The action of the last call that transaction held."""
+        """The action of the last call the last transaction held."""
 
     def write(self, calls: list[EncodedCall], linger: bool = False) -> BaseException | None:
         """Store ``calls`` durably (with whatever calls are waiting too): None once stored,
@@ -711,7 +712,9 @@ class _CallWriter:
         exception may reach several threads). ``linger``: the caller is a thread of its
         own that may wait ``linger_s`` for others before writing (never the event loop's)."""
         me = _PendingCall(calls)
+        arrivals = self._arrivals
         with self._lock:
+            arrivals.append(time.monotonic())
             if self._writing:
                 self._waiting.append(me)
             else:
@@ -723,8 +726,9 @@ class _CallWriter:
         if (
             linger
             and self._linger_s
-            and time.monotonic() - self._last_end < self._BUSY_S
-            and self._last_identity != calls[0].identity
+            and len(arrivals) == self._WINDOW
+            and arrivals[-1] - arrivals[0] < (self._WINDOW - 1) / self.MIN_RATE
+            and self._last_identity not in (None, calls[0].identity)
         ):
             time.sleep(self._linger_s)  # the GIL is free meanwhile; others queue behind
         with self._lock:
@@ -736,7 +740,6 @@ class _CallWriter:
         except BaseException as error:  # handed to every caller of the group
             failure = error
         with self._lock:
-            self._last_end = time.monotonic()
             self._last_identity = written[-1].identity
             following = self._waiting.pop(0) if self._waiting else None
             if following is None:

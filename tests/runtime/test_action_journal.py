@@ -951,34 +951,43 @@ def record_one(attempt: ActionJournal, key: str, index: int = 0) -> None:
     attempt.record_call(attempt.identity(key, 1, 1, "work"), DurableCall(index, "m:f", "d", key))
 
 
-def test_a_call_lingers_for_others_only_while_other_actions_calls_end_close_together(
-    journal_time,
-):
-    """Many calls ending close together are written in fewer transactions if each waits a
-    little for others (``call_linger_ms``); an action's own calls one after another, calls
-    after a quiet spell and the event loop's batches are written at once."""
+def calls_of_other_actions(attempt: ActionJournal, clock: JournalTime, gap_s: float) -> None:
+    """One call each of 16 actions, ``gap_s`` apart."""
+    for n in range(16):
+        record_one(attempt, f"k{n}")
+        clock.now += gap_s
+
+
+def test_a_call_lingers_for_others_only_while_many_calls_end_close_together(journal_time):
+    """Calls ending faster than ``MIN_RATE`` a second are written in fewer transactions if
+    each waits a little for others (``call_linger_ms``); slower calls, an action's own calls
+    one after another, calls after a quiet spell and the event loop's batches are written
+    at once."""
     attempt = journal(InMemoryActionLog(), call_linger_ms=4)
-    record_one(attempt, "a")  # the first call: nothing written before
-    journal_time.now += 0.001
-    record_one(attempt, "a", 1)  # its action's next call
+    calls_of_other_actions(attempt, journal_time, 0.003)  # 333 a second
     assert journal_time.slept == []
-    journal_time.now += 0.001
-    record_one(attempt, "b")  # another action's, 1 ms after a transaction
+    journal_time.now += 1
+    calls_of_other_actions(attempt, journal_time, 0.001)  # 1,000 a second
+    assert journal_time.slept == [0.004]  # the 16th: the first over 16 calls at that rate
+    record_one(attempt, "k15", 1)  # that action's next call
     assert journal_time.slept == [0.004]
+    journal_time.now += 0.001
+    record_one(attempt, "b")  # another action's, still at that rate
+    assert journal_time.slept == [0.004, 0.004]
     journal_time.now += 0.05
-    record_one(attempt, "c")  # after 50 ms without a write
-    assert journal_time.slept == [0.004]
-    journal_time.now += 0.001
+    record_one(attempt, "c")  # after 50 ms without a call
+    assert journal_time.slept == [0.004, 0.004]
+    journal_time.now += 1
+    calls_of_other_actions(attempt, journal_time, 0.001)
+    journal_time.slept.clear()
     encoded = attempt.log.encode_call(
         attempt.identity("d", 1, 1, "work"), DurableCall(0, "m:f", "d", "D"), 1
     )
     assert attempt._calls.write([encoded]) is None  # the call loop's way: never lingers
-    assert journal_time.slept == [0.004]
+    assert journal_time.slept == []
     never = journal(InMemoryActionLog(), call_linger_ms=0)
-    record_one(never, "a")
-    journal_time.now += 0.001
-    record_one(never, "b")
-    assert journal_time.slept == [0.004]
+    calls_of_other_actions(never, journal_time, 0.001)
+    assert journal_time.slept == []
 
 
 def test_calls_ending_while_a_writer_lingers_share_its_transaction(journal_time):
@@ -987,8 +996,8 @@ def test_calls_ending_while_a_writer_lingers_share_its_transaction(journal_time)
     log = GroupLog()
     log.gate.set()
     attempt = journal(log, call_linger_ms=4)
-    record_one(attempt, "a")
-    journal_time.now += 0.001
+    calls_of_other_actions(attempt, journal_time, 0.0005)  # each lingered alone from the 16th
+    assert journal_time.slept == [0.004] and log.groups == [1] * 16
     seen: dict = {}
     threads: list[threading.Thread] = []
 
@@ -1001,7 +1010,7 @@ def test_calls_ending_while_a_writer_lingers_share_its_transaction(journal_time)
     record_one(attempt, "e")
     for thread in threads:
         thread.join(10)
-    assert log.groups == [1, 4]
+    assert log.groups == [1] * 16 + [4]
     assert seen == {"b": True, "c": True, "d": True}
     assert [c.result for c in log.calls(attempt.identity("e", 1, 1, "work"))] == ["e"]
 
