@@ -214,7 +214,8 @@ class ActionJournal:
         max_queued: completed records queued or being written, at most (backpressure).
         max_queued_bytes: their payload bytes, at most (backpressure).
         call_linger_ms: how long a durable call's outcome waits for others to share its
-            transaction while calls are ending many a millisecond (0: never).
+            transaction while calls are ending faster than ``_CallWriter.MIN_RATE`` a
+            second (0: never).
 
     The journal owns ``log`` once created: ``close`` closes it.
 

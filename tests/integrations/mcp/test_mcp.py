@@ -374,7 +374,7 @@ def test_tools_are_awaited_from_an_event_loop_without_blocking_it(ledger):
     try:
         booked, slept, ticks = asyncio.run(scenario())
         assert booked == "Booked 'review' on Monday." and slept == "slept"
-        assert ticks >= 10  # a blocking call would have let the loop tick once, at most
+        assert ticks >= 3  # a blocking call would have let the loop tick once, at most
         with pytest.raises(MCPServerError) as caught:
             asyncio.run(server.get_tool("slow").acall({"seconds": 30}))
         assert str(caught.value).endswith("did not answer tool call 'slow' within 2s")
