@@ -383,17 +383,21 @@ class MCPServer(ToolSet, PromptSet):
     def _live(self) -> tuple[LoopThread, Session] | None:
         """The current session, unless there is none or it ended."""
         with self._lock:
-            if self._session is not None and not self._session.ended:
-                assert self._loop is not None
-                return self._loop, self._session
+            return self._current()
+
+    def _current(self) -> tuple[LoopThread, Session] | None:
+        """``_live``, for a caller holding ``_lock``."""
+        if self._session is None or self._session.ended:
             return None
+        assert self._loop is not None
+        return self._loop, self._session
 
     def _connected(self) -> tuple[LoopThread, Session]:
         """The current session, or a new one (connecting on this thread)."""
         with self._lock:
-            if self._session is not None and not self._session.ended:
-                assert self._loop is not None
-                return self._loop, self._session
+            current = self._current()
+            if current is not None:
+                return current
             try:
                 connector = self._connector()
             except FlinkAgentsError as error:  # an environment variable that is not set
