@@ -266,6 +266,25 @@ def test_record_calls_stores_a_group_as_record_call_would_one_by_one(log: Action
     assert log.count("job-1") == 202
 
 
+def test_groups_of_every_size_around_one_statement_are_written_whole(log: ActionLog) -> None:
+    """record_calls() and complete_many() store each of 1 to 17 entries once, whether the
+    backend writes a group as it is or pads it to a statement size of its own."""
+    sizes = range(1, 18)
+    for size in sizes:
+        log.record_calls(
+            [log.encode_call(ident(key=f"c{size}", step=n), call(0, n), 1) for n in range(size)]
+        )
+        log.complete_many([log.encode(record(ident(key=f"r{size}", step=n))) for n in range(size)])
+    for size in sizes:
+        assert [summary(log.calls(ident(key=f"c{size}", step=n))) for n in range(size)] == [
+            [(0, "llm", "d0", n)] for n in range(size)
+        ]
+        for n in range(size):
+            identity = ident(key=f"r{size}", step=n)
+            assert log.completed(identity) == record(identity)
+    assert log.count("job-1") == 2 * sum(sizes)
+
+
 def test_complete_removes_partial_calls(log: ActionLog) -> None:
     """complete() deletes the identity's partial calls (they live on in the record)."""
     calls = [call(0, "r0"), call(1, "r1")]
