@@ -456,17 +456,20 @@ class _DurableCall(_Call):
         if self._replayed():
             return self._slot.replay()
         slot, metrics, submit = self._slot, self._metrics, self._executor.submit
-        if slot is None:
-            function, args = call_to_result, (self._function, *self._args)
-        else:  # recorded on the executor thread, as soon as the call ends
-            run = partial(call_to_result, self._function)
-            function, args = slot.run, (run, self._args, self._kwargs)
+        if slot is not None:
+            # The executor's thread runs the call, hands its outcome to the journal's call
+            # writer and is free; the future is the action's, completed once it is stored.
+            future: Future[Any] = Future()
+            timed = None if metrics is None else partial(metrics.timed_call, self._name())
+            call = partial(call_to_result, self._function)
+            submit(slot.start, call, self._args, self._kwargs, future, timed)
+            return (yield future)
+        function, args = call_to_result, (self._function, *self._args)
         if metrics is None:
-            future = submit(function, *args, **(self._kwargs if slot is None else {}))
-        else:  # the user's arguments bound first: their names cannot clash with timed_call's
-            kwargs = self._kwargs if slot is None else {}
-            future = submit(metrics.timed_call, self._name(), partial(function, *args, **kwargs))
-        return (yield future)
+            return (yield submit(function, *args, **self._kwargs))
+        # The user's arguments bound first: their names cannot clash with timed_call's.
+        bound = partial(function, *args, **self._kwargs)
+        return (yield submit(metrics.timed_call, self._name(), bound))
 
 
 class _LoopCall(_Call):

@@ -30,17 +30,17 @@ restart stay until the replay that needs them is long past). See docs/consistenc
 **What is written when** (design section 5: "a durable call's result is durable before the
 action goes on past that call"):
 
-- A durable call's outcome is written synchronously, on the thread that ran the call, before
-  the action sees it (``record_call``), hidden behind the call's own latency. Nothing else
-  is needed for the guarantee that a recorded call is not paid again. Calls that finish
-  while another call's outcome is being written are written together, in one
-  ``ActionLog.record_calls`` transaction, by the next thread to write (a group commit,
-  ``_CallWriter``); each of their threads returns once that transaction has committed.
-  An ``async def`` function's calls run on the engine's event loop (``CallLoop``), which
-  hands the outcomes of the calls that ended in one pass to ``record_calls`` together (one
-  transaction, through the same group commit) before any of their actions goes on.
-  Hundreds of calls in flight that finish close together used to queue for one
-  transaction each (a median wait of about 30 ms at 256 in flight, ``bench/RESULTS.md``).
+- A durable call's outcome is written before the action sees it, hidden behind the call's
+  own latency. Nothing else is needed for the guarantee that a recorded call is not paid
+  again. The journal's **call writer** (``_CallWriter``, a daemon thread) writes every
+  outcome queued by the time it is free in one ``ActionLog.record_calls`` transaction (a
+  group commit). A call on the executor is encoded on its thread and queued
+  (``submit_call``), and the thread is free at once; its action's future is completed once
+  the transaction has committed. ``record_call`` (a sync ``durable_execute``) and the call
+  loop's ``record_calls`` (the outcomes of the ``async def`` calls that ended in one pass)
+  queue theirs and wait for the commit. Hundreds of calls in flight that finish close
+  together used to queue for one transaction each (a median wait of about 30 ms at 256 in
+  flight, ``bench/RESULTS.md``).
 - A completed action's record is *encoded* on the operator thread (so a value the
   serializer cannot store raises ``UnstorableValueError`` there and then, the action's
   fault) and handed to the journal's **writer**: one daemon thread per journal that writes
@@ -101,6 +101,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from typing import Any
 
@@ -269,7 +270,7 @@ class ActionJournal:
                 len(self._index),
                 job,
             )
-        self._calls = _CallWriter(log, call_linger_ms / 1000)
+        self._calls = _CallWriter(log, weakref.ref(self), call_linger_ms / 1000)
         self._writer = _CompletionWriter(
             log,
             weakref.ref(self),
@@ -371,20 +372,51 @@ class ActionJournal:
                 recorded = self.log.calls(identity)
         return CallRecorder(self, identity, recorded)
 
-    def record_call(self, identity: ActionIdentity, call: DurableCall) -> None:
-        """Store a durable call's outcome (on the thread that ran it), synchronously: it is
-        durable when this returns. A failure of the completion writer is not raised here
-        (see the module docstring).
+    def record_call(self, identity: ActionIdentity, call: DurableCall, fresh: bool = False) -> None:
+        """Store a durable call's outcome, synchronously: it is durable when this returns.
+        A failure of the completion writer is not raised here (see the module docstring).
+        ``fresh``: see ``EncodedCall``.
 
         Raises:
             ActionLogError: the log failed.
             UnstorableValueError: the result cannot be serialized.
         """
         with self._operation("recording a durable call"):
-            encoded = self.log.encode_call(identity, call, self.clock())
-            failure = self._calls.write([encoded], linger=True)
+            encoded = self.log.encode_call(identity, call, self.clock(), fresh)
+            failure = self._calls.write([encoded])
         if failure is not None:  # the transaction its call was in failed, maybe on another thread
             raise _log_error(self.log, "recording a durable call", failure) from failure
+
+    def submit_call(
+        self,
+        identity: ActionIdentity,
+        call: DurableCall,
+        done: Callable[[ActionLogError | None], None],
+        fresh: bool = False,
+    ) -> None:
+        """Queue a durable call's outcome for the call writer and return at once (an
+        executor thread, free for the next call). ``done`` is called on the writer's thread
+        with None once the outcome is stored, else with the ``ActionLogError`` of its
+        transaction. A failure of the completion writer is not raised here. ``fresh``: see
+        ``EncodedCall``.
+
+        Raises:
+            ActionLogError: the journal is closed; nothing is queued.
+            UnstorableValueError: the result cannot be serialized; nothing is queued.
+        """
+        with self._operation("recording a durable call"):
+            encoded = self.log.encode_call(identity, call, self.clock(), fresh)
+            self._calls.submit([encoded], functools.partial(self._call_written, done))
+
+    def _call_written(
+        self, done: Callable[[ActionLogError | None], None], failure: BaseException | None
+    ) -> None:
+        if failure is None:
+            done(None)
+            return
+        error = _log_error(self.log, "recording a durable call", failure)
+        error.__cause__ = failure
+        done(error)
 
     def record_calls(
         self, calls: Sequence[tuple[CallRecorder, DurableCall]]
@@ -405,12 +437,16 @@ class ActionJournal:
         for position, (recorder, call) in enumerate(calls):
             try:
                 with self._operation("recording a durable call"):
-                    encoded.append(self.log.encode_call(recorder.identity, call, epoch))
+                    fresh = recorder.fresh(call.index)
+                    encoded.append(self.log.encode_call(recorder.identity, call, epoch, fresh))
                 stored.append(position)
             except (UnstorableValueError, ActionLogError) as error:
                 failures[position] = error
         if encoded:
-            failure = self._calls.write(encoded)
+            try:
+                failure = self._calls.write(encoded)
+            except RuntimeError as closed:
+                failure = closed
             if failure is not None:
                 error = _log_error(self.log, "recording a durable call", failure)
                 error.__cause__ = failure
@@ -474,6 +510,7 @@ class ActionJournal:
             return
         self._closed = True
         try:
+            self._calls.close()  # what is queued first: its actions may be waiting for it
             self._writer.close()
         finally:
             self.log.close()
@@ -550,6 +587,8 @@ class CallRecorder:
         self.journal = journal
         self.identity = identity
         self._recorded = recorded
+        self._loaded = len(recorded)
+        """Calls the log held for the action when this execution began."""
         self._finished: dict[int, DurableCall] = {}
         self._next_index = 0
         self.started_ms = journal.clock()
@@ -572,9 +611,10 @@ class CallRecorder:
         """The next call: with its recorded outcome if the log has a matching one.
 
         The arguments are digested here only when a recorded call is there to compare them
-        with; else when the call starts (``CallSlot.run``), which for an ``async def``
-        action is on the executor's thread: the digest took the operator thread about a
-        tenth of a parked run's time at 256 calls in flight (``bench/RESULTS.md``).
+        with; else when the call starts (``CallSlot.start``, ``CallSlot.run``), which for
+        an ``async def`` action is on the executor's thread: the digest took the operator
+        thread about a tenth of a parked run's time at 256 calls in flight
+        (``bench/RESULTS.md``).
         """
         index = self._next_index
         self._next_index += 1
@@ -610,11 +650,42 @@ class CallRecorder:
         """
         call = self.outcome(slot, result, error, duration_ms)
         try:
-            self.journal.record_call(self.identity, call)
+            self.journal.record_call(self.identity, call, self.fresh(call.index))
         except (ActionLogError, UnstorableValueError) as failure:
+            _under(failure, error)
             self.settle(call, failure)
             raise
         self.settle(call, None)
+
+    def submit(
+        self,
+        slot: CallSlot,
+        result: Any,
+        error: BaseException | None,
+        duration_ms: float,
+        done: Callable[[BaseException | None], None],
+    ) -> None:
+        """``finish`` without waiting for the log: the outcome goes to the journal's call
+        writer, and ``done`` is called with None once it is stored, else with what kept it
+        from the log (``ActionLogError``, also kept in ``infrastructure_error``, or
+        ``UnstorableValueError``): on the writer's thread, or on this one for a failure
+        found at once."""
+        call = self.outcome(slot, result, error, duration_ms)
+
+        def written(failure: BaseException | None) -> None:
+            _under(failure, error)
+            self.settle(call, failure)
+            done(failure)
+
+        try:
+            self.journal.submit_call(self.identity, call, written, self.fresh(call.index))
+        except (ActionLogError, UnstorableValueError) as failure:
+            written(failure)
+
+    def fresh(self, index: int) -> bool:
+        """Whether the log holds no call of this action at or above ``index`` (what an
+        earlier execution wrote was loaded when this one began: see ``EncodedCall``)."""
+        return index >= self._loaded
 
     @staticmethod
     def outcome(
@@ -630,6 +701,17 @@ class CallRecorder:
             self._finished[call.index] = call
         elif isinstance(failure, ActionLogError) and self.infrastructure_error is None:
             self.infrastructure_error = failure
+
+
+def _under(failure: BaseException | None, error: BaseException | None) -> None:
+    """Chain a call's own ``error`` under ``failure``, the log's failure to store its
+    outcome (which came on the writer's thread): as if the log had failed while handling
+    it, so the user's error stays in the traceback."""
+    if failure is None or error is None:
+        return
+    inner = failure.__cause__ or failure
+    if inner.__context__ is None and inner is not error:
+        inner.__context__ = error
 
 
 class CallSlot:
@@ -671,102 +753,222 @@ class CallSlot:
         self.recorder.finish(self, result, None, (time.perf_counter() - started) * 1000)
         return result
 
+    def start(
+        self,
+        call: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        future: Future[Any],
+        timed: Callable[[Callable[[], Any]], Any] | None = None,
+    ) -> None:
+        """``run`` for a call on the executor, without waiting for the log: execute the
+        call, hand its outcome to the journal's call writer (``CallRecorder.submit``) and
+        return, so that this thread is free at once. ``future`` gets what ``run`` would
+        have returned or raised, once the outcome is stored. ``call`` takes the arguments;
+        ``timed`` (the metrics' ``timed_call`` of the function's name) runs it bound.
+        """
+        try:
+            if self.digest is None:  # as the function receives them, before it may change them
+                self.digest = digest_args(args, kwargs)
+            bound = functools.partial(call, *args, **kwargs)
+            started = time.perf_counter()
+            try:
+                result = bound() if timed is None else timed(bound)
+                error = None
+            except Exception as raised:
+                result, error = None, raised
+            duration_ms = (time.perf_counter() - started) * 1000
+
+            def done(failure: BaseException | None) -> None:
+                if failure is not None:
+                    future.set_exception(failure)
+                elif error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(result)
+
+            self.recorder.submit(self, result, error, duration_ms, done)
+        except BaseException as failure:  # not an outcome of the call: nothing is recorded
+            with contextlib.suppress(InvalidStateError):
+                future.set_exception(failure)
+            raise
+
 
 class _CallWriter:
-    """Writes durable calls' outcomes with group commits: a call that arrives while another
-    thread is writing waits, and when that write ends, the first waiting thread writes every
-    call waiting then, in one ``ActionLog.record_calls`` transaction.
+    """The daemon thread that writes one journal's durable-call outcomes, with group
+    commits: each pass writes every outcome queued by then in one ``ActionLog.record_calls``
+    transaction, then tells each submitter how its transaction went (``done``: None once
+    committed, else the failure, handed to every call of that transaction).
 
-    There is no thread of its own: a call that finds nobody writing is written by its own
-    thread, at once, or (``linger``) after ``linger_s`` while calls are ending faster than
-    ``MIN_RATE`` a second and the last transaction held a call of another action. A
-    transaction costs about as much CPU as ten calls' rows in one (SQLite: about 80 us for
-    one call, 9 each in a transaction of 64); at 256 calls of 0.2 s in flight nearly every
-    call had a transaction of its own, and the threads' writes took the GIL from the
-    operator thread: recording them cost a sixth of the throughput (``bench/RESULTS.md``).
-    Below that rate a transaction per call costs little and waiting would only delay the
-    actions; an action's own calls one after another never wait. Each caller returns when
-    the transaction holding its call has committed, or with that transaction's failure.
-    Every waiting thread blocks on a lock of its own, released when its call is written or
-    when it is to write next: hundreds of threads in PyFlink's thread mode share one GIL,
-    and waking all of them after every write (a shared condition) cost more than the writes.
+    Outcomes come from the executor's threads (``submit``: the thread queues its call and
+    is free at once; its action learns the outcome when ``done`` completes its future) and
+    from callers that wait for the commit (``write``: a sync ``durable_execute``, the call
+    loop's batches). While calls end faster than ``MIN_RATE`` a second (over the last
+    ``_WINDOW``) and the last transaction held a call of another action, a pass that found
+    only submitted calls waits ``linger_s`` from the first one's arrival, so that the calls
+    ending meanwhile share its transaction; a waiting caller cuts that short. An action's
+    own calls one after another, slower calls and waiting callers never linger.
+
+    Why a thread of its own: in PyFlink's thread mode every Python thread shares the
+    operator's GIL, and each time a thread gives the GIL up and takes it back (a blocking
+    lock, a sleep, each SQLite statement) the operator thread may wait for it: that, more
+    than their CPU, is what the log's threads cost the operator. When each executor thread
+    wrote its own call's outcome, or waited for another thread to write it, recording cost
+    about two such hand-overs per call; a submitted call costs its thread none, the writer
+    a few per transaction. With one-statement groups of first calls (``SqliteActionLog``)
+    that took plain calls at 256 in flight about 1-2 points closer to the ideal rate, with
+    less CPU (``bench/RESULTS.md``).
+
+    The thread starts with the first call and holds its journal only weakly: a journal
+    dropped without ``close`` gets its queue written and its thread ended (within
+    ``IDLE_WAIT_S``).
     """
 
     MIN_RATE = 800
-    """Calls a second (over the last ``_WINDOW``) from which a writer lingers."""
+    """Calls a second (over the last ``_WINDOW``) from which a pass lingers."""
     _WINDOW = 16
+    IDLE_WAIT_S = 1.0
 
-    def __init__(self, log: ActionLog, linger_s: float = 0.0) -> None:
+    def __init__(
+        self, log: ActionLog, owner: weakref.ref[ActionJournal], linger_s: float = 0.0
+    ) -> None:
         self._log = log
+        self._owner = owner
         self._linger_s = linger_s
-        self._lock = threading.Lock()
-        self._waiting: list[_PendingCall] = []
-        self._writing = False
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[_PendingCalls] = []
+        self._waiters = 0
+        """Queued entries whose caller waits for the commit (``write``): no lingering."""
+        self._idle = False  # the thread waits for a first call: only then is it notified
+        self._stopping = False
+        self._thread: threading.Thread | None = None
         self._arrivals: deque[float] = deque(maxlen=self._WINDOW)
-        """When the last calls came to be written (``time.monotonic``)."""
+        """When the last calls were queued (``time.monotonic``)."""
         self._last_identity: ActionIdentity | None = None
         """The action of the last call the last transaction held."""
+        self.lingered = 0
+        """Passes that waited for more calls."""
+        self.lingering = False
 
-    def write(self, calls: list[EncodedCall], linger: bool = False) -> BaseException | None:
-        """Store ``calls`` durably (with whatever calls are waiting too): None once stored,
-        else the failure of the transaction they were in (returned, not raised: the same
-        exception may reach several threads). ``linger``: the caller is a thread of its
-        own that may wait ``linger_s`` for others before writing (never the event loop's)."""
-        me = _PendingCall(calls)
+    def submit(
+        self,
+        calls: list[EncodedCall],
+        done: Callable[[BaseException | None], None],
+        wait: bool = False,
+    ) -> None:
+        """Queue ``calls``; ``done`` is called on the writer's thread once their transaction
+        has committed (None) or failed (its exception). ``wait``: the caller waits for it
+        (no lingering for others).
+
+        Raises:
+            RuntimeError: the journal is closed.
+        """
+        cond = self._cond
+        with cond:
+            if self._stopping:
+                raise RuntimeError("the action journal is closed")
+            now = time.monotonic()
+            self._arrivals.append(now)
+            self._queue.append(_PendingCalls(calls, done, now))
+            if wait:
+                self._waiters += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="action-log-calls", daemon=True
+                )
+                self._thread.start()  # its first step waits for the lock held here
+            elif self._idle or wait:
+                cond.notify()  # not while it lingers or writes: it takes these next anyway
+
+    def write(self, calls: list[EncodedCall]) -> BaseException | None:
+        """Store ``calls`` durably, waiting for their transaction: None once stored, else
+        the failure of the transaction they were in (returned, not raised: the same
+        exception may reach several callers).
+
+        Raises:
+            RuntimeError: the journal is closed.
+        """
+        written = threading.Lock()
+        written.acquire()
+        outcome: list[BaseException | None] = []
+
+        def done(failure: BaseException | None) -> None:
+            outcome.append(failure)
+            written.release()
+
+        self.submit(calls, done, wait=True)
+        written.acquire()
+        return outcome[0]
+
+    def close(self, timeout: float | None = None) -> None:
+        """Write what is queued and end the thread (waiting at most ``timeout``)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _lingers(self) -> bool:
+        """Whether this pass waits for more calls (see the class docstring). Under the lock."""
         arrivals = self._arrivals
-        with self._lock:
-            arrivals.append(time.monotonic())
-            if self._writing:
-                self._waiting.append(me)
-            else:
-                self._writing = me.writes = True
-        if not me.writes:
-            me.wake.acquire()  # released once written, or to write next
-            if not me.writes:
-                return me.failure
-        if (
-            linger
-            and self._linger_s
+        return (
+            self._linger_s > 0
+            and not self._waiters
             and len(arrivals) == self._WINDOW
             and arrivals[-1] - arrivals[0] < (self._WINDOW - 1) / self.MIN_RATE
-            and self._last_identity not in (None, calls[0].identity)
-        ):
-            time.sleep(self._linger_s)  # the GIL is free meanwhile; others queue behind
-        with self._lock:
-            group, self._waiting = [me, *self._waiting], []
-        failure: BaseException | None = None
-        written = [call for pending in group for call in pending.calls]
-        try:
-            self._log.record_calls(written)
-        except BaseException as error:  # handed to every caller of the group
-            failure = error
-        with self._lock:
+            and self._last_identity not in (None, self._queue[0].calls[0].identity)
+        )
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._queue:
+                    if self._stopping or self._owner() is None:
+                        self._stopping = True
+                        return
+                    self._idle = True
+                    cond.wait(self.IDLE_WAIT_S)
+                    self._idle = False
+                if self._lingers():
+                    self.lingered += 1
+                    self.lingering = True
+                    remaining = self._queue[0].arrived + self._linger_s - time.monotonic()
+                    while remaining > 0 and not (self._waiters or self._stopping):
+                        if not cond.wait(remaining):  # the GIL is free meanwhile
+                            break
+                        remaining = self._queue[0].arrived + self._linger_s - time.monotonic()
+                    self.lingering = False
+                batch, self._queue, self._waiters = self._queue, [], 0
+            written = [call for pending in batch for call in pending.calls]
+            failure: BaseException | None = None
+            try:
+                self._log.record_calls(written)
+            except BaseException as error:  # handed to every caller of the transaction
+                failure = error
             self._last_identity = written[-1].identity
-            following = self._waiting.pop(0) if self._waiting else None
-            if following is None:
-                self._writing = False
-            else:
-                following.writes = True
-        for pending in group[1:]:
-            pending.failure = failure
-            pending.wake.release()
-        if following is not None:
-            following.wake.release()
-        return failure
+            for pending in batch:
+                try:
+                    pending.done(failure)
+                except BaseException:  # a caller's callback must not end the writer
+                    logger.exception("a durable call's completion callback failed")
 
 
-class _PendingCall:
-    """Calls of one thread waiting for ``_CallWriter``; ``wake`` is held until they are
-    written (or their thread is to write)."""
+class _PendingCalls:
+    """Calls queued together for ``_CallWriter``, with the callback their transaction's
+    outcome goes to and when they were queued."""
 
-    __slots__ = ("calls", "failure", "wake", "writes")
+    __slots__ = ("arrived", "calls", "done")
 
-    def __init__(self, calls: list[EncodedCall]) -> None:
+    def __init__(
+        self,
+        calls: list[EncodedCall],
+        done: Callable[[BaseException | None], None],
+        arrived: float,
+    ) -> None:
         self.calls = calls
-        self.failure: BaseException | None = None
-        self.writes = False
-        self.wake = threading.Lock()
-        self.wake.acquire()
+        self.done = done
+        self.arrived = arrived
 
 
 class _CompletionWriter:

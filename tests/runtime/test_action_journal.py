@@ -581,6 +581,10 @@ def test_a_writer_failure_is_raised_by_the_next_operation(operation):
     )
     assert isinstance(raised.value.__cause__, OSError)
     assert log.operations["complete"] == 1 and log.operations["prune"] == 0
+    if operation == "close":  # a closed journal records nothing more
+        with pytest.raises(ActionLogError, match="the action journal is closed"):
+            logged.record_call(identity, DurableCall(0, "f", "d", "paid"))
+        return
     # A durable call is still recorded: the next attempt need not pay for it again.
     logged.record_call(identity, DurableCall(0, "f", "d", "paid"))
     assert [c.result for c in log.calls(identity)] == ["paid"]
@@ -882,7 +886,7 @@ def record_behind_a(attempt: ActionJournal, log: GroupLog, keys: str, seen: dict
     first = record_in_thread(attempt, log, "a", seen)
     assert log.writing.wait(10)
     others = [record_in_thread(attempt, log, key, seen) for key in keys]
-    assert eventually(lambda: len(attempt._calls._waiting) == len(keys))
+    assert eventually(lambda: len(attempt._calls._queue) == len(keys))
     assert seen == {}  # nobody returned before its transaction
     log.gate.set()
     for thread in (first, *others):
@@ -920,21 +924,13 @@ def test_a_failed_group_fails_each_of_its_calls_as_the_log():
 
 
 class JournalTime:
-    """The journal's ``time`` module with the clock and ``sleep`` driven by the test: each
-    sleep is noted, and ``during_sleep`` (if set) runs in it."""
+    """The journal's ``time`` module with ``monotonic`` driven by the test."""
 
     def __init__(self) -> None:
         self.now = 1000.0
-        self.slept: list[float] = []
-        self.during_sleep = None
 
     def monotonic(self) -> float:
         return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        if self.during_sleep is not None:
-            self.during_sleep()
 
     def __getattr__(self, name: str):
         return getattr(time, name)
@@ -947,72 +943,121 @@ def journal_time(monkeypatch) -> JournalTime:
     return clock
 
 
-def record_one(attempt: ActionJournal, key: str, index: int = 0) -> None:
-    attempt.record_call(attempt.identity(key, 1, 1, "work"), DurableCall(index, "m:f", "d", key))
+def submit_one(attempt: ActionJournal, key: str, index: int = 0) -> threading.Event:
+    """Submit one call of ``key``'s action, as an executor thread does; the event is set
+    once the writer reported its transaction (which must have succeeded)."""
+    written = threading.Event()
+
+    def done(failure: BaseException | None) -> None:
+        assert failure is None
+        written.set()
+
+    identity = attempt.identity(key, 1, 1, "work")
+    attempt.submit_call(identity, DurableCall(index, "m:f", "d", key), done)
+    return written
 
 
 def calls_of_other_actions(attempt: ActionJournal, clock: JournalTime, gap_s: float) -> None:
-    """One call each of 16 actions, ``gap_s`` apart."""
+    """One call each of 16 actions, ``gap_s`` apart, each written before the next ends."""
     for n in range(16):
-        record_one(attempt, f"k{n}")
+        assert submit_one(attempt, f"k{n}").wait(10)
         clock.now += gap_s
 
 
 def test_a_call_lingers_for_others_only_while_many_calls_end_close_together(journal_time):
     """Calls ending faster than ``MIN_RATE`` a second are written in fewer transactions if
-    each waits a little for others (``call_linger_ms``); slower calls, an action's own calls
-    one after another, calls after a quiet spell and the event loop's batches are written
-    at once."""
+    the writer waits a little for others (``call_linger_ms``); slower calls, an action's own
+    calls one after another, calls after a quiet spell and callers that wait for the
+    commit (``durable_execute``, the call loop) are written at once."""
     attempt = journal(InMemoryActionLog(), call_linger_ms=4)
+    writer = attempt._calls
     calls_of_other_actions(attempt, journal_time, 0.003)  # 333 a second
-    assert journal_time.slept == []
+    assert writer.lingered == 0
     journal_time.now += 1
     calls_of_other_actions(attempt, journal_time, 0.001)  # 1,000 a second
-    assert journal_time.slept == [0.004]  # the 16th: the first over 16 calls at that rate
-    record_one(attempt, "k15", 1)  # that action's next call
-    assert journal_time.slept == [0.004]
+    assert writer.lingered == 1  # the 16th: the first over 16 calls at that rate
+    assert submit_one(attempt, "k15", 1).wait(10)  # that action's next call
+    assert writer.lingered == 1
     journal_time.now += 0.001
-    record_one(attempt, "b")  # another action's, still at that rate
-    assert journal_time.slept == [0.004, 0.004]
+    assert submit_one(attempt, "b").wait(10)  # another action's, still at that rate
+    assert writer.lingered == 2
     journal_time.now += 0.05
-    record_one(attempt, "c")  # after 50 ms without a call
-    assert journal_time.slept == [0.004, 0.004]
+    assert submit_one(attempt, "c").wait(10)  # after 50 ms without a call
+    assert writer.lingered == 2
     journal_time.now += 1
     calls_of_other_actions(attempt, journal_time, 0.001)
-    journal_time.slept.clear()
-    encoded = attempt.log.encode_call(
-        attempt.identity("d", 1, 1, "work"), DurableCall(0, "m:f", "d", "D"), 1
-    )
-    assert attempt._calls.write([encoded]) is None  # the call loop's way: never lingers
-    assert journal_time.slept == []
+    lingered = writer.lingered
+    record_one = attempt.identity("d", 1, 1, "work"), DurableCall(0, "m:f", "d", "D")
+    attempt.record_call(*record_one)  # waits for its commit: never lingers
+    encoded = attempt.log.encode_call(*record_one, 1)
+    assert writer.write([encoded]) is None  # the call loop's way
+    assert writer.lingered == lingered
     never = journal(InMemoryActionLog(), call_linger_ms=0)
     calls_of_other_actions(never, journal_time, 0.001)
-    assert journal_time.slept == []
+    assert never._calls.lingered == 0
 
 
-def test_calls_ending_while_a_writer_lingers_share_its_transaction(journal_time):
-    """The calls that end while a writer lingers wait for it and go in its transaction;
-    each thread returns only once its own call is in the log."""
+def test_calls_ending_while_the_writer_lingers_share_its_transaction(journal_time):
+    """The calls submitted while the writer lingers go in its transaction, and each learns
+    of it only once it has committed; a caller that waits for its commit ends the wait."""
     log = GroupLog()
     log.gate.set()
     attempt = journal(log, call_linger_ms=4)
-    calls_of_other_actions(attempt, journal_time, 0.0005)  # each lingered alone from the 16th
-    assert journal_time.slept == [0.004] and log.groups == [1] * 16
-    seen: dict = {}
-    threads: list[threading.Thread] = []
-
-    def others_end() -> None:
-        threads.extend(record_in_thread(attempt, log, key, seen) for key in "bcd")
-        assert eventually(lambda: len(attempt._calls._waiting) == 3)
-        assert seen == {}
-
-    journal_time.during_sleep = others_end
-    record_one(attempt, "e")
-    for thread in threads:
-        thread.join(10)
-    assert log.groups == [1] * 16 + [4]
-    assert seen == {"b": True, "c": True, "d": True}
+    calls_of_other_actions(attempt, journal_time, 0.0005)  # the 16th lingered alone
+    assert attempt._calls.lingered == 1 and log.groups == [1] * 16
+    attempt._calls._linger_s = 60.0  # from here on, only the waiting caller ends a wait
+    ended = [submit_one(attempt, "e")]
+    assert eventually(lambda: attempt._calls.lingering)
+    ended += [submit_one(attempt, key) for key in "bcd"]
+    assert not any(event.is_set() for event in ended)
+    assert log.groups == [1] * 16
+    attempt.record_call(attempt.identity("w", 1, 1, "work"), DurableCall(0, "m:f", "d", "W"))
+    assert all(event.wait(10) for event in ended)
+    assert log.groups == [1] * 16 + [5]
     assert [c.result for c in log.calls(attempt.identity("e", 1, 1, "work"))] == ["e"]
+
+
+class FreshLog(InMemoryActionLog):
+    """Notes, for each call it stores, its index and whether it came marked fresh."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: list[tuple[int, bool]] = []
+
+    def record_calls(self, calls):
+        self.marked += [(encoded.call.index, encoded.fresh) for encoded in calls]
+        super().record_calls(calls)
+
+
+def test_a_call_is_marked_fresh_only_above_what_earlier_executions_left():
+    """The recorder marks a call fresh (the log may skip deleting calls at or above its
+    index) only when no call the log held for the action when it began is at or above it:
+    a first execution's calls are; a retry's are not until it passes the calls it loaded,
+    whether or not they matched."""
+    log = FreshLog()
+    attempt = journal(log)
+    identity = attempt.identity("k", 1, 1, "work")
+
+    def make_calls(recorder, *args: int) -> None:
+        for arg in args:
+            slot = recorder.begin(_echo, (arg,), {})
+            if slot.recorded is None:
+                slot.run(_echo, (arg,), {})
+
+    make_calls(attempt.recorder(identity, look_up=False), 1, 2)
+    assert log.marked == [(0, True), (1, True)]
+    log.marked.clear()
+    make_calls(attempt.recorder(identity, look_up=True), 1, 5, 6)  # reuses 0, overwrites 1
+    assert log.marked == [(1, False), (2, True)]
+    assert [c.result for c in log.calls(identity)] == [1, 5, 6]
+    log.marked.clear()
+    make_calls(attempt.recorder(identity, look_up=True), 7)  # the first call differs
+    assert log.marked == [(0, False)]
+    assert [c.result for c in log.calls(identity)] == [7]
+
+
+def _echo(value: int) -> int:
+    return value
 
 
 def _grows(items: list) -> int:

@@ -108,12 +108,18 @@ class EncodedCall(NamedTuple):
     """A durable call's outcome ready to store: the identity of the action that made it,
     the call, its epoch and its payload (the call serialized). ``ActionLog.encode_call``
     makes it on the thread that ran the call, so that a result the serializer cannot store
-    fails that call alone; ``ActionLog.record_calls`` stores several in one transaction."""
+    fails that call alone; ``ActionLog.record_calls`` stores several in one transaction.
+
+    ``fresh``: the log holds no call of this identity at or above this one's index (no
+    earlier execution of the action left any there, as the journal knows from what it
+    loaded), so storing it replaces nothing; a log may then skip deleting them. False
+    claims nothing."""
 
     identity: ActionIdentity
     call: DurableCall
     epoch: int
     payload: bytes
+    fresh: bool = False
 
 
 class RecordedError(Exception):
@@ -274,13 +280,16 @@ class ActionLog(ABC):
                 are stored as ``RecordedError`` instead); nothing was written.
         """
 
-    def encode_call(self, identity: ActionIdentity, call: DurableCall, epoch: int) -> EncodedCall:
-        """``call`` serialized, ready for ``record_calls``; nothing is written.
+    def encode_call(
+        self, identity: ActionIdentity, call: DurableCall, epoch: int, fresh: bool = False
+    ) -> EncodedCall:
+        """``call`` serialized, ready for ``record_calls``; nothing is written (``fresh``:
+        see ``EncodedCall``).
 
         Raises:
             UnstorableValueError: the result cannot be serialized.
         """
-        return EncodedCall(identity, call, epoch, encode_call(self.serializer, call))
+        return EncodedCall(identity, call, epoch, encode_call(self.serializer, call), fresh)
 
     def record_calls(self, calls: Sequence[EncodedCall]) -> None:
         """Store several encoded calls, each as ``record_call`` stores one, in order; all of

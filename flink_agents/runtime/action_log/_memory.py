@@ -103,7 +103,7 @@ class InMemoryActionLog(ActionLog):
 
     def record_calls(self, calls: Sequence[EncodedCall]) -> None:
         with self._lock:  # one lock hold: another thread sees all of them or none
-            for identity, call, epoch, payload in calls:
+            for identity, call, epoch, payload, _fresh in calls:
                 partial = self._partials.setdefault(identity, _Partial(epoch))
                 for index in [i for i in partial.payloads if i >= call.index]:
                     del partial.payloads[index]

@@ -229,7 +229,7 @@ class PostgresActionLog(ActionLog):
             # without waiting for each result (a round trip each, three per call, took
             # about 380 us per call on loopback); an error surfaces when the pipeline ends.
             with conn.pipeline():
-                for identity, call, epoch, payload in calls:
+                for identity, call, epoch, payload, _fresh in calls:
                     key = _key(identity)
                     conn.execute(
                         f"DELETE FROM action_log_calls WHERE {_WHERE_ID} AND call_index > %s",

@@ -134,6 +134,14 @@ def _delete_calls_from(rows: int) -> str:
     )
 
 
+def _call_rows(calls: Sequence[EncodedCall]) -> list[Any]:
+    """The parameters of ``_insert_calls`` for ``calls``."""
+    rows: list[Any] = []
+    for identity, call, epoch, payload, _fresh in calls:
+        rows += (*_key(identity), call.index, call.function, call.args_digest, epoch, payload)
+    return rows
+
+
 def _padded(records: Sequence[Any]) -> Sequence[Any]:
     """``records`` with the last repeated up to a multiple of ``_PAD_ROWS``; fewer than
     ``_PAD_ROWS`` as they are."""
@@ -291,21 +299,27 @@ class SqliteActionLog(ActionLog):
         if not calls:
             return
         # Multi-row statements, as in ``complete_many`` (the sqlite3 module gives up the GIL
-        # at every statement step): the calls at or above each new call's index go, the new
-        # calls go in, and only an identity with earlier calls (index above 0) gets its
-        # epochs raised to their largest.
+        # at every statement step, and each time the thread wants it back the operator
+        # thread may wait for it): the calls at or above each new call's index go (unless
+        # every call of the chunk is fresh), the new calls go in, and only an identity with
+        # earlier calls (index above 0) gets its epochs raised to their largest.
+        if len(calls) <= _CALL_CHUNK_ROWS and all(c.fresh and not c.call.index for c in calls):
+            # Each the first call of an action that left none before: one statement, which
+            # is its own transaction, instead of four (BEGIN, DELETE, INSERT, COMMIT).
+            chunk = _padded(calls)
+            with self._lock:
+                self._connection().execute(_insert_calls(len(chunk)), _call_rows(chunk))
+            return
         with self._write() as db:  # one transaction for all of them
             for start in range(0, len(calls), _CALL_CHUNK_ROWS):
                 chunk = _padded(calls[start : start + _CALL_CHUNK_ROWS])
-                deletes: list[Any] = []
-                inserts: list[Any] = []
-                for identity, call, epoch, payload in chunk:
-                    key = _key(identity)
-                    deletes += (*key, call.index)
-                    inserts += (*key, call.index, call.function, call.args_digest, epoch, payload)
-                db.execute(_delete_calls_from(len(chunk)), deletes)
-                db.execute(_insert_calls(len(chunk)), inserts)
-            for identity, call, _epoch, _payload in calls:
+                if not all(encoded.fresh for encoded in chunk):
+                    deletes: list[Any] = []
+                    for identity, call, *_ in chunk:
+                        deletes += (*_key(identity), call.index)
+                    db.execute(_delete_calls_from(len(chunk)), deletes)
+                db.execute(_insert_calls(len(chunk)), _call_rows(chunk))
+            for identity, call, *_ in calls:
                 if call.index:
                     key = _key(identity)
                     db.execute(

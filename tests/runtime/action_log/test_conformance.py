@@ -285,6 +285,26 @@ def test_groups_of_every_size_around_one_statement_are_written_whole(log: Action
     assert log.count("job-1") == 2 * sum(sizes)
 
 
+def test_fresh_calls_are_stored_as_any_other(log: ActionLog) -> None:
+    """Calls marked fresh (no earlier call of their action at or above their index) are
+    stored as record_call() stores them: a group of first calls (one statement in SQLite)
+    and a group with an action's next call, whose earlier call takes the group's epoch."""
+    firsts = [log.encode_call(ident(step=n), call(0, f"a{n}"), 1, fresh=True) for n in range(3)]
+    log.record_calls(firsts)
+    log.record_calls(
+        [
+            log.encode_call(ident(step=0), call(1, "b"), 2, fresh=True),
+            log.encode_call(ident(step=9), call(0, "c"), 2, fresh=True),
+        ]
+    )
+    assert summary(log.calls(ident(step=0))) == [(0, "llm", "d0", "a0"), (1, "llm", "d0", "b")]
+    assert summary(log.calls(ident(step=2))) == [(0, "llm", "d0", "a2")]
+    assert summary(log.calls(ident(step=9))) == [(0, "llm", "d0", "c")]
+    assert log.count("job-1") == 4
+    assert log.prune("job-1", before_epoch=2) == 2  # steps 1 and 2; step 0's calls took 2
+    assert summary(log.calls(ident(step=0)))[1] == (1, "llm", "d0", "b")
+
+
 def test_complete_removes_partial_calls(log: ActionLog) -> None:
     """complete() deletes the identity's partial calls (they live on in the record)."""
     calls = [call(0, "r0"), call(1, "r1")]
