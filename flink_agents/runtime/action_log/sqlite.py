@@ -304,8 +304,8 @@ class SqliteActionLog(ActionLog):
         # every call of the chunk is fresh), the new calls go in, and only an identity with
         # earlier calls (index above 0) gets its epochs raised to their largest.
         if len(calls) <= _CALL_CHUNK_ROWS and all(c.fresh and not c.call.index for c in calls):
-            # Each the first call of an action that left none before: one statement, which
-            # is its own transaction, instead of four (BEGIN, DELETE, INSERT, COMMIT).
+            # Each is its action's first call, and no earlier execution left any: one
+            # statement, its own transaction, instead of four (BEGIN, DELETE, INSERT, COMMIT).
             chunk = _padded(calls)
             with self._lock:
                 self._connection().execute(_insert_calls(len(chunk)), _call_rows(chunk))
