@@ -384,8 +384,8 @@ class ActionJournal:
         with self._operation("recording a durable call"):
             encoded = self.log.encode_call(identity, call, self.clock(), fresh)
             failure = self._calls.write([encoded])
-        if failure is not None:  # the transaction its call was in failed, maybe on another thread
-            raise _log_error(self.log, "recording a durable call", failure) from failure
+        if failure is not None:  # the transaction its call was in failed, on the writer's thread
+            raise self._call_failure(failure)
 
     def submit_call(
         self,
@@ -411,12 +411,13 @@ class ActionJournal:
     def _call_written(
         self, done: Callable[[ActionLogError | None], None], failure: BaseException | None
     ) -> None:
-        if failure is None:
-            done(None)
-            return
+        done(None if failure is None else self._call_failure(failure))
+
+    def _call_failure(self, failure: BaseException) -> ActionLogError:
+        """The ``ActionLogError`` a call sees when the transaction holding it failed."""
         error = _log_error(self.log, "recording a durable call", failure)
         error.__cause__ = failure
-        done(error)
+        return error
 
     def record_calls(
         self, calls: Sequence[tuple[CallRecorder, DurableCall]]
@@ -448,8 +449,7 @@ class ActionJournal:
             except RuntimeError as closed:
                 failure = closed
             if failure is not None:
-                error = _log_error(self.log, "recording a durable call", failure)
-                error.__cause__ = failure
+                error = self._call_failure(failure)
                 for position in stored:
                     failures[position] = error
         for (recorder, call), failure in zip(calls, failures, strict=True):
@@ -933,11 +933,12 @@ class _CallWriter:
                 if self._lingers():
                     self.lingered += 1
                     self.lingering = True
-                    remaining = self._queue[0].arrived + self._linger_s - time.monotonic()
+                    until = self._queue[0].arrived + self._linger_s
+                    remaining = until - time.monotonic()
                     while remaining > 0 and not (self._waiters or self._stopping):
                         if not cond.wait(remaining):  # the GIL is free meanwhile
                             break
-                        remaining = self._queue[0].arrived + self._linger_s - time.monotonic()
+                        remaining = until - time.monotonic()
                     self.lingering = False
                 batch, self._queue, self._waiters = self._queue, [], 0
             written = [call for pending in batch for call in pending.calls]
