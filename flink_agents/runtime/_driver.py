@@ -23,6 +23,8 @@ changed key written once, when the callback ends.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
@@ -42,6 +44,17 @@ logger = logging.getLogger(__name__)
 
 _STEADY_AFTER_CALLS = 8
 """Calls of an action after which its latency counts as known (see ``_Polling``)."""
+
+_SAFETY_POLL_MS = 1000
+"""With ``resume_elsewhere``: how long after it parks (and then how often) a run's own timer
+wakes it, whatever the shared polls do (``KeyDriver._poll_shared``). What it is for: a
+parked run restored from a checkpoint has only its own key's timers, and an input that has
+gone quiet has no other callback to resume it from."""
+
+_STARTS_FIRST_QUIET_S = 0.005
+_STARTS_FIRST_AT_MOST_S = 0.05
+"""How long a finished call's run may wait while new runs start calls, and how recently one
+must have for them to go first (``KeyDriver.resume_now``)."""
 
 _PRUNE_EVERY = 64
 """Records between two asks whether the action log is due for pruning (it is at most every
@@ -162,6 +175,17 @@ class KeyDriver:
         self._due: dict[Any, list[int]] = {}
         """Per key, the processing-time timers this driver registered that have not fired
         yet, latest first (so the next to fire is last)."""
+        self._shared_polls: list[tuple[int, int, Any, _Polling | None]] = []
+        """With ``resume_elsewhere``: a heap of the parked runs' next polls, ``(due_ms, tie,
+        key, polling)``, served by the shared timers (``_poll_shared``); ``polling`` None is
+        a wake-up for ready runs left for later (``wake_soon``)."""
+        self._armed: list[int] = []
+        """The shared timers registered and not yet fired, soonest first."""
+        self._armed_on: dict[int, Any] = {}
+        """The key each shared timer was registered on, by due time."""
+        self._tie = itertools.count()
+        self._parked_at = 0.0
+        """When (``time.monotonic()``) a run last parked on a durable call."""
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
         self._until_prune = 1  # records until the next ``maybe_prune`` (the first asks)
         self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
@@ -170,9 +194,10 @@ class KeyDriver:
         driver), so what it last wrote or read is what the state holds."""
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
-        self.ready: deque[tuple[Any, Any]] | None = None
-        """With ``resume_elsewhere``: ``(key, handle)`` of each parked run whose call has
-        finished, appended on the executor's thread, oldest first."""
+        self.ready: deque[tuple[Any, Any, float]] | None = None
+        """With ``resume_elsewhere``: ``(key, handle, when)`` of each parked run whose call
+        has finished (``when``: ``time.monotonic()`` then), appended on the executor's
+        thread, oldest first."""
         self._key_handle: Callable[[], Any] | None = None
         self.metrics = engine.metrics
         self.metrics.watch(lambda: len(self.parked), lambda: len(self._in_flight))
@@ -278,7 +303,9 @@ class KeyDriver:
     def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
         """A timer of ``key`` fired: resume its parked run if its call is done, retry its
         failed action if the backoff is over, or poll again later."""
-        self._timer_fired(key, timers.now_ms())
+        now_ms = timers.now_ms()
+        shared = self.ready is not None and self._serve_shared_polls(key, now_ms, timers)
+        self._timer_fired(key, now_ms, shared)
         return self._wake(key, state, timers, draining=False)
 
     def on_end_of_input(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
@@ -291,10 +318,14 @@ class KeyDriver:
         key's callback, rather than at the run's next poll (each poll is a timer: a
         callback of its own). ``key_handle`` is called when a run parks, with its key
         current, and returns what the runner needs to make that key current again; every
-        finished call then appends ``(key, handle)`` to ``ready``, and the runner, with
-        ``key`` made current, calls ``on_call_done`` for it. The poll timers stay
-        registered until then (they are in Flink state, and wake the run after a restore
-        or on an idle input) and are cancelled when it resumes."""
+        finished call then appends ``(key, handle, when)`` to ``ready``, and the runner,
+        with ``key`` made current, calls ``on_call_done`` for it (``resume_now`` says when).
+
+        Since any callback then resumes every finished run, the parked runs share their
+        polls (``_poll_shared``): one timer per step of the poll grid at most, registered
+        on whichever key's callback schedules it. Each run also keeps a timer of its own
+        (``_SAFETY_POLL_MS``: it is in Flink state, and wakes the run after a restore), which
+        is cancelled when the run resumes."""
         self._key_handle = key_handle
         self.ready = deque()
 
@@ -312,7 +343,8 @@ class KeyDriver:
             return iter(())
         due = self._due.pop(key, None)
         for due_ms in due or ():
-            timers.cancel(due_ms)
+            if self._armed_on.get(due_ms) != key:  # a shared timer the key also carries
+                timers.cancel(due_ms)
         return self._wake(key, state, timers, draining=False)
 
     # -- running ---------------------------------------------------------------------------
@@ -340,7 +372,10 @@ class KeyDriver:
         future = parked[1].future
         if not future.done():
             if not draining:
-                self._poll_later(key, self._polls[key], timers)
+                if self.ready is None:
+                    self._poll_later(key, self._polls[key], timers)
+                elif key not in self._due:  # its own timer fired: the shared polls go on
+                    self._wake_at(key, timers.now_ms() + _SAFETY_POLL_MS, timers)
                 return
             wait([future])
         self._unpark(key)
@@ -605,17 +640,17 @@ class KeyDriver:
             in_flight = self._in_flight
         with self._call_ended:
             in_flight.add(future)
-        started = time.monotonic()
+        started = self._parked_at = time.monotonic()
         expected = self._expected_ms
 
         timed = self._calls_timed
         overshoot = self._overshoot_ms
         ready = self.ready
-        entry = None if ready is None else (run.key, self._key_handle())
+        key, handle = run.key, None if ready is None else self._key_handle()
 
         def done(future: Future[Any]) -> None:  # on the executor's thread
             if ready is not None:  # before the operator may wake (just below) and look
-                ready.append(entry)
+                ready.append((key, handle, time.monotonic()))
             with self._call_ended:
                 in_flight.discard(future)
                 self._calls_ended += 1
@@ -645,7 +680,11 @@ class KeyDriver:
             check_early=self._calls_timed.get(action, 0) < _STEADY_AFTER_CALLS,
         )
         self._polls[run.key] = polling
-        self._poll_later(run.key, polling, timers)
+        if ready is None:
+            self._poll_later(run.key, polling, timers)
+        else:
+            self._poll_shared(run.key, polling, timers)
+            self._wake_at(run.key, timers.now_ms() + _SAFETY_POLL_MS, timers)
         self._wake_at_end(run.key, timers)
 
     def _first_check_ms(self, action: str) -> float | None:
@@ -682,7 +721,14 @@ class KeyDriver:
 
         Checks fall on a grid of ``async-poll-interval-ms`` (see ``_wake_at``).
         """
-        now = timers.now_ms()
+        due, at_expected = self._next_poll(polling, timers.now_ms())
+        if not self._wake_at(key, due, timers):
+            return  # an earlier timer of the key comes first: decide again then
+        self._polled(polling, at_expected)
+
+    def _next_poll(self, polling: _Polling, now: int) -> tuple[int, bool]:
+        """When to check a parked run next (``_poll_later``'s schedule), and whether that is
+        the check at its expected end."""
         options = self.options
         interval = min(
             options.async_poll_max_interval_ms,
@@ -695,13 +741,84 @@ class KeyDriver:
         at_expected = expected is not None and now < expected <= due
         if at_expected:
             due = expected
-        if not self._wake_at(key, due, timers):
-            return  # an earlier timer of the key comes first: decide again then
+        return due, at_expected
+
+    @staticmethod
+    def _polled(polling: _Polling, at_expected: bool) -> None:
+        """A check is scheduled: the backoff goes on from it."""
         if at_expected:
             polling.expected_at_ms = None
             polling.polls = 0
         else:
             polling.polls += 1
+
+    def _poll_shared(self, key: Any, polling: _Polling, timers: Timers) -> None:
+        """``_poll_later`` for a runner that resumes parked runs from any key's callback
+        (``resume_elsewhere``): any timer that fires resumes every run whose call is done,
+        so the parked runs share their polls. Each run's next check goes into one schedule
+        (``_shared_polls``), and a timer is registered, on the key of the callback at hand,
+        only when no shared timer comes by then: at most one per step of the grid,
+        whatever the number of parked runs, where one timer per run fired (256 runs parked
+        together in the first 75 ms of a job made some 800 timer callbacks in its first
+        300 ms, each a Python call between records: ``bench/RESULTS.md``). When a shared
+        timer fires, ``_serve_shared_polls`` checks every run due by then and schedules the
+        next checks of those still running. Each run keeps one timer of its own, at
+        ``_SAFETY_POLL_MS`` (see there)."""
+        due, at_expected = self._next_poll(polling, timers.now_ms())
+        self._polled(polling, at_expected)
+        heapq.heappush(self._shared_polls, (due, next(self._tie), key, polling))
+        self._arm_shared(key, timers)
+
+    def wake_soon(self, key: Any, timers: Timers) -> None:
+        """Have a timer fire within ``async-poll-interval-ms``, from the callback of ``key``
+        at hand (with ``resume_elsewhere``): the runner left ready runs for later and the
+        input may go quiet."""
+        due = timers.now_ms() + self.options.async_poll_interval_ms
+        if self._armed and self._armed[0] <= due:
+            return  # a shared timer comes by then
+        heapq.heappush(self._shared_polls, (due, next(self._tie), key, None))
+        self._arm_shared(key, timers)
+
+    def _arm_shared(self, key: Any, timers: Timers) -> None:
+        """Register a shared timer on ``key`` for the soonest scheduled check, unless one
+        comes by then."""
+        polls = self._shared_polls
+        if not polls:
+            return
+        grid = self.options.async_poll_interval_ms
+        due_ms = -(-polls[0][0] // grid) * grid
+        armed = self._armed
+        if armed and armed[0] <= due_ms:
+            return
+        armed.insert(0, due_ms)
+        self._armed_on[due_ms] = key
+        timers.wake_at(due_ms)
+
+    def _serve_shared_polls(self, key: Any, now_ms: int, timers: Timers) -> bool:
+        """A timer of ``key`` fired (with ``resume_elsewhere``): forget the shared timers
+        due by now, check every run whose check is due (one whose call is done is in
+        ``ready``, for the runner; one still running gets its next check) and arm the
+        shared timer of the next. Whether a shared timer registered on ``key`` was due."""
+        armed, armed_on = self._armed, self._armed_on
+        # A shared timer due within the grid step counts as fired: were the clocks to
+        # disagree, the next check must not wait on a timer that is gone.
+        grid = self.options.async_poll_interval_ms
+        shared = False
+        while armed and armed[0] < now_ms + grid:
+            if armed_on.pop(armed.pop(0)) == key:
+                shared = True
+        polls, parked = self._shared_polls, self.parked
+        while polls and polls[0][0] < now_ms + grid:
+            _, _, polled, polling = heapq.heappop(polls)
+            if polling is None or self._polls.get(polled) is not polling:
+                continue  # a wake-up, or the run resumed (and maybe parked again) since
+            if parked[polled][1].future.done():
+                continue  # in ``ready``
+            due, at_expected = self._next_poll(polling, now_ms)
+            self._polled(polling, at_expected)
+            heapq.heappush(polls, (due, next(self._tie), polled, polling))
+        self._arm_shared(key, timers)
+        return shared
 
     def _wake_at(self, key: Any, due_ms: int, timers: Timers) -> bool:
         """Have ``on_timer`` called for ``key`` at ``due_ms`` or earlier; False when a timer
@@ -726,13 +843,14 @@ class KeyDriver:
         timers.wake_at(due_ms)
         return True
 
-    def _timer_fired(self, key: Any, now_ms: int) -> None:
+    def _timer_fired(self, key: Any, now_ms: int, shared: bool = False) -> None:
         """Forget the key's timers that have fired: those due by now, else (a clock that
-        disagrees, or a runner that calls ``on_timer`` unasked) the next one."""
+        disagrees, or a runner that calls ``on_timer`` unasked) the next one, unless what
+        fired was a shared timer registered on the key (``shared``)."""
         due = self._due.get(key)
         if due is None:
             return
-        if due[-1] > now_ms:
+        if due[-1] > now_ms and not shared:
             due.pop()
         while due and due[-1] <= now_ms:
             due.pop()
@@ -774,6 +892,30 @@ class KeyDriver:
                 ended = self._calls_ended
                 while self._calls_ended == ended:
                     self._call_ended.wait()
+
+    def has_free_slot(self) -> bool:
+        """Whether a new run could start a durable call now (``max-in-flight`` and
+        ``long-term-memory-max-storing`` not reached)."""
+        return (
+            len(self._in_flight) < self.options.max_in_flight
+            and len(self._storing) < self.options.long_term_memory_max_storing
+        )
+
+    def resume_now(self, when: float, now: float) -> bool:
+        """Whether a callback resumes a ready run whose call finished at ``when``
+        (``time.monotonic()``; ``now`` likewise) rather than leave it for a later callback:
+        yes while no new run could start a call, once no run has parked for
+        ``_STARTS_FIRST_QUIET_S`` (runs are not starting calls), or once it has waited
+        ``_STARTS_FIRST_AT_MOST_S``. While runs start calls and more could, they come first:
+        each resume is a callback's worth of work that keeps the calls' places empty, and
+        when many calls end together (runs started together end together), resuming them
+        all first left up to two thirds of the places empty for tens of ms at a time
+        (``bench/RESULTS.md``)."""
+        return (
+            not self.has_free_slot()
+            or now - self._parked_at >= _STARTS_FIRST_QUIET_S
+            or now - when >= _STARTS_FIRST_AT_MOST_S
+        )
 
     def _respect_in_flight_limit(self) -> None:
         """Block (backpressure) while too many durable calls are running. A condition the

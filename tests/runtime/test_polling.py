@@ -13,6 +13,7 @@ from concurrent.futures import wait
 import pytest
 
 from flink_agents.plan import bind_plan, to_plan
+from flink_agents.runtime import _driver
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._local import LocalKeyState
@@ -154,8 +155,9 @@ def test_how_late_calls_end_is_learned_from_the_calls():
 
 def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
     """``resume_elsewhere``: a finished call puts its key (and the handle the runner gave
-    when the run parked) in ``ready``; ``on_call_done`` then resumes the run and cancels
-    its pending poll, and does nothing for a run resumed already."""
+    when the run parked, and when it finished) in ``ready``; ``on_call_done`` then resumes
+    the run and cancels its own timer, and does nothing for a run resumed already. Its first
+    poll is a shared timer, which it leaves in place (another run may count on it)."""
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
     handles = iter(["handle-1", "handle-2"])
     driver.resume_elsewhere(lambda: next(handles))
@@ -163,15 +165,140 @@ def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
     RELEASE["g"] = threading.Event()
     try:
         list(driver.on_record("k", "g", state, timers))
-        assert timers.wakes == [5] and not driver.ready
+        assert timers.wakes == [5, SAFETY_MS] and not driver.ready
         RELEASE["g"].set()
         wait([driver.parked["k"][1].future])
         until(lambda: driver.ready)  # its done-callback comes after
-        assert list(driver.ready) == [("k", "handle-1")]
-        key, _ = driver.ready.popleft()
+        [(key, handle, when)] = driver.ready
+        assert (key, handle) == ("k", "handle-1") and when <= time.monotonic()
+        driver.ready.popleft()
         assert list(driver.on_call_done(key, state, timers)) == ["G"]
-        assert timers.cancelled == [5] and timers.wakes == [] and not driver.parked
+        assert timers.cancelled == [SAFETY_MS] and timers.wakes == [5] and not driver.parked
         assert list(driver.on_call_done(key, state, timers)) == []  # nothing parked now
     finally:
         release_all()
         driver.engine.close()
+
+
+# -- shared polls (``resume_elsewhere``) ----------------------------------------------------
+
+SAFETY_MS = _driver._SAFETY_POLL_MS
+
+
+def park_all(driver: KeyDriver, keys: str, now: int = 0) -> dict[str, RecordingTimers]:
+    """A record of each of ``keys`` at ``now``, each parking on its held call; each key's
+    timers (on one clock the test moves)."""
+    timers = {}
+    for key in keys:
+        RELEASE[key] = threading.Event()
+        timers[key] = RecordingTimers(now=now)
+        list(driver.on_record(key, key, LocalKeyState(), timers[key]))
+    assert set(driver.parked) == set(keys)
+    return timers
+
+
+@pytest.fixture
+def elsewhere():
+    """A driver whose runner resumes finished calls from any key's callback."""
+    made = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
+    made.resume_elsewhere(lambda: None)
+    yield made
+    release_all()
+    made.engine.close()
+
+
+def test_runs_parked_together_share_one_poll_timer_and_keep_one_of_their_own(elsewhere):
+    """Without ``resume_elsewhere`` every parked run has a poll timer of its own (the 256 runs
+    of a job's first wave made some 800 timer callbacks); with it, the first key's callback
+    registers the one timer their first check needs, and each key only its safety timer."""
+    timers = park_all(elsewhere, "abcdef")
+    assert timers["a"].wakes == [5, SAFETY_MS]
+    assert all(timers[key].wakes == [SAFETY_MS] for key in "bcdef")
+
+
+def test_a_shared_timer_checks_every_run_due_and_arms_the_next_check_once(elsewhere):
+    """The shared timer fires on key "a"; the runs whose calls are done are left to the
+    runner (in ``ready``), the others get their next check on the backoff, all behind one
+    new timer, registered on the key of the callback at hand."""
+    timers = park_all(elsewhere, "abcd")
+    for key in "bd":
+        RELEASE[key].set()
+        wait([elsewhere.parked[key][1].future])
+    until(lambda: len(elsewhere.ready) == 2)
+    fired = timers["a"]
+    fired.now = fired.wakes.pop(0)  # the shared timer at 5
+    assert list(elsewhere.on_timer("a", LocalKeyState(), fired)) == []
+    assert sorted(fired.wakes) == [15, SAFETY_MS]  # 5 + 10: the backoff's next step
+    assert all(timers[key].wakes == [SAFETY_MS] for key in "bcd")
+    assert sorted(key for key, _, _ in elsewhere.ready) == ["b", "d"]
+    due = sorted((due, key) for due, _, key, _ in elsewhere._shared_polls)
+    assert due == [(15, "a"), (15, "c")]
+
+
+def test_a_runs_own_timer_keeps_it_alive_when_no_shared_poll_comes(elsewhere):
+    """No shared timer fires (as after a restore, or had one been lost), then the run's own
+    does while its call still runs: the run gets another, a safety interval later, and
+    the shared checks due by then are served (one next check, one shared timer)."""
+    timers = park_all(elsewhere, "a")["a"]
+    timers.wakes.remove(5)  # the shared timer never fires
+    timers.now = SAFETY_MS
+    timers.wakes.remove(SAFETY_MS)
+    list(elsewhere.on_timer("a", LocalKeyState(), timers))
+    assert "a" in elsewhere.parked
+    assert sorted(timers.wakes) == [SAFETY_MS + 10, 2 * SAFETY_MS]
+    assert [(due, key) for due, _, key, _ in elsewhere._shared_polls] == [(SAFETY_MS + 10, "a")]
+
+
+def test_a_shared_timer_of_a_resumed_key_is_not_cancelled(elsewhere):
+    """Key "a" carries the shared timer; when its run resumes, only its own timer is
+    cancelled: the shared one still serves "b"."""
+    timers = park_all(elsewhere, "ab")
+    RELEASE["a"].set()
+    wait([elsewhere.parked["a"][1].future])
+    until(lambda: elsewhere.ready)
+    assert list(elsewhere.on_call_done("a", LocalKeyState(), timers["a"])) == ["A"]
+    assert timers["a"].cancelled == [SAFETY_MS] and timers["a"].wakes == [5]
+
+
+def test_new_runs_go_first_while_they_start_calls_and_places_are_free(elsewhere):
+    """``resume_now``: a ready run waits while a run parked within the last
+    ``_STARTS_FIRST_QUIET_S`` and a call could start, at most ``_STARTS_FIRST_AT_MOST_S``;
+    at once when no call could start, or when no run has parked lately."""
+    park_all(elsewhere, "a")
+    parked = elsewhere._parked_at
+    quiet, at_most = _driver._STARTS_FIRST_QUIET_S, _driver._STARTS_FIRST_AT_MOST_S
+    assert not elsewhere.resume_now(parked, parked + quiet / 2)  # runs start calls: wait
+    assert elsewhere.resume_now(parked - at_most, parked + quiet / 2)  # waited long enough
+    assert elsewhere.resume_now(parked, parked + quiet * 1.01)  # nothing parked lately
+    full = make_driver(async_poll_interval_ms=5, num_async_threads=1, max_in_flight=1)
+    full.resume_elsewhere(lambda: None)
+    try:
+        park_all(full, "b")
+        assert not full.has_free_slot()
+        assert full.resume_now(full._parked_at, full._parked_at)  # no call could start
+    finally:
+        release_all()
+        full.engine.close()
+
+
+def test_ready_runs_left_for_later_get_a_timer_within_the_poll_interval(elsewhere):
+    """``wake_soon``: a timer within ``async-poll-interval-ms`` from the callback at hand,
+    unless a shared one comes by then."""
+    timers = park_all(elsewhere, "a")["a"]  # its shared poll at 5
+    elsewhere.wake_soon("a", timers)
+    assert timers.wakes == [5, SAFETY_MS]  # the shared poll comes by then
+    timers.now = 5
+    timers.wakes.remove(5)
+    list(elsewhere.on_timer("a", LocalKeyState(), timers))  # next shared check at 15
+    later = RecordingTimers(now=6)
+    elsewhere.wake_soon("z", later)
+    assert later.wakes == []  # 6 + 5 = 11, on the grid 15: the shared timer armed already
+    later.now = 11
+    elsewhere.wake_soon("z", later)
+    assert later.wakes == []  # 16: the shared timer at 15 comes first
+    later.now = 15
+    later_key = RecordingTimers(now=15)
+    list(elsewhere.on_timer("a", LocalKeyState(), later_key))  # the timer at 15 fires
+    later.now = 16
+    elsewhere.wake_soon("z", later)
+    assert later.wakes == [25]  # 21 on the grid: no shared timer comes by then

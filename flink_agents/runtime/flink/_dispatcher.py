@@ -22,7 +22,7 @@ from __future__ import annotations
 import gc
 from collections import deque
 from collections.abc import Callable, Iterator
-from time import time_ns
+from time import monotonic, time_ns
 from typing import Any
 
 from pyflink.common import Types
@@ -168,7 +168,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         # (key, record): the builder took the key before keying.
         emitted = self._driver.on_record(key, keyed[1], self._state, self._timers)
         if self._driver.ready:
-            emitted = self._and_ready(emitted)
+            emitted = self._and_ready(emitted, key, patient=True)
         return emitted if self._plain else self._finished(emitted)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
@@ -177,35 +177,45 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         key = ctx.get_current_key()
         # The timestamp first: reading the time domain is a call into the JVM (thread mode),
         # and no processing-time timer is due that far ahead.
-        if timestamp >= DRAIN_TIMESTAMP and ctx.time_domain() == TimeDomain.EVENT_TIME:
+        draining = timestamp >= DRAIN_TIMESTAMP and ctx.time_domain() == TimeDomain.EVENT_TIME
+        if draining:
             emitted = self._driver.on_end_of_input(key, self._state, self._timers)
         else:
             emitted = self._driver.on_timer(key, self._state, self._timers)
         if self._driver.ready:
-            emitted = self._and_ready(emitted)
+            emitted = self._and_ready(emitted, key, patient=not draining)
         return emitted if self._plain else self._finished(emitted)
 
-    def _and_ready(self, emitted: Iterator[Any]) -> Iterator[Any]:
+    def _and_ready(self, emitted: Iterator[Any], own_key: Any, patient: bool) -> Iterator[Any]:
         """The callback's own emissions, then those of the parked runs of other keys whose
         calls have finished, each resumed with its key made current in the keyed state
         backend (``_KeySwitch``): without waiting for their polls, a timer callback each.
         Their emissions are collected while their keys are current and passed on once the
-        callback's own key is current again."""
+        callback's own key is current again. Unless the input has ended, the callback
+        (``patient``) leaves the ready runs the driver says may wait (``KeyDriver.resume_now``)
+        to a later one, and has a timer fire soon for them."""
         yield from emitted
         driver, keys = self._driver, self._keys
         ready = driver.ready
-        resumed: list[Any] = []
-        own = keys.current()
-        try:
-            while ready:
-                key, handle = ready.popleft()
-                if not driver.call_done(key):
-                    continue  # resumed already: no key switch for it
-                keys.make_current(handle)
-                resumed.extend(driver.on_call_done(key, self._state, self._timers))
-        finally:
-            keys.make_current(own)
-        yield from resumed
+        now = monotonic()
+        if ready and (not patient or driver.resume_now(ready[0][2], now)):
+            resumed: list[Any] = []
+            own = keys.current()
+            try:
+                while ready:
+                    key, handle, when = ready[0]
+                    if patient and not driver.resume_now(when, now):
+                        break
+                    ready.popleft()
+                    if not driver.call_done(key):
+                        continue  # resumed already: no key switch for it
+                    keys.make_current(handle)
+                    resumed.extend(driver.on_call_done(key, self._state, self._timers))
+            finally:
+                keys.make_current(own)
+            yield from resumed
+        if ready:
+            driver.wake_soon(own_key, self._timers)
 
     def _finished(self, emitted: Iterator[Any]) -> Iterator[Any]:
         """The driver's emissions, then the event-log lines they wrote (side output); in
