@@ -812,8 +812,9 @@ class KeyDriver:
             _, _, polled, polling = heapq.heappop(polls)
             if polling is None or self._polls.get(polled) is not polling:
                 continue  # a wake-up, or the run resumed (and maybe parked again) since
-            if parked[polled][1].future.done():
-                continue  # in ``ready``
+            entry = parked.get(polled)
+            if entry is None or entry[1].future.done():
+                continue  # in ``ready`` (or gone)
             due, at_expected = self._next_poll(polling, now_ms)
             self._polled(polling, at_expected)
             heapq.heappush(polls, (due, next(self._tie), polled, polling))
