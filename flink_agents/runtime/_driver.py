@@ -649,13 +649,14 @@ class KeyDriver:
         key, handle = run.key, None if ready is None else self._key_handle()
 
         def done(future: Future[Any]) -> None:  # on the executor's thread
+            now = time.monotonic()
             if ready is not None:  # before the operator may wake (just below) and look
-                ready.append((key, handle, time.monotonic()))
+                ready.append((key, handle, now))
             with self._call_ended:
                 in_flight.discard(future)
                 self._calls_ended += 1
                 self._call_ended.notify()
-            took_ms = (time.monotonic() - started) * 1000
+            took_ms = (now - started) * 1000
             estimate = expected.get(action)
             # Down at once, up by a quarter of the difference: an estimate that rarely lies
             # after a call's end, so waiting for it seldom delays a resume.
@@ -764,10 +765,14 @@ class KeyDriver:
         timer fires, ``_serve_shared_polls`` checks every run due by then and schedules the
         next checks of those still running. Each run keeps one timer of its own, at
         ``_SAFETY_POLL_MS`` (see there)."""
-        due, at_expected = self._next_poll(polling, timers.now_ms())
+        self._schedule_shared(key, polling, timers.now_ms())
+        self._arm_shared(key, timers)
+
+    def _schedule_shared(self, key: Any, polling: _Polling, now_ms: int) -> None:
+        """Put the next check of ``key``'s parked run in the shared schedule."""
+        due, at_expected = self._next_poll(polling, now_ms)
         self._polled(polling, at_expected)
         heapq.heappush(self._shared_polls, (due, next(self._tie), key, polling))
-        self._arm_shared(key, timers)
 
     def wake_soon(self, key: Any, timers: Timers) -> None:
         """Have a timer fire within ``async-poll-interval-ms``, from the callback of ``key``
@@ -785,8 +790,7 @@ class KeyDriver:
         polls = self._shared_polls
         if not polls:
             return
-        grid = self.options.async_poll_interval_ms
-        due_ms = -(-polls[0][0] // grid) * grid
+        due_ms = self._on_grid(polls[0][0])
         armed = self._armed
         if armed and armed[0] <= due_ms:
             return
@@ -815,9 +819,7 @@ class KeyDriver:
             entry = parked.get(polled)
             if entry is None or entry[1].future.done():
                 continue  # in ``ready`` (or gone)
-            due, at_expected = self._next_poll(polling, now_ms)
-            self._polled(polling, at_expected)
-            heapq.heappush(polls, (due, next(self._tie), polled, polling))
+            self._schedule_shared(polled, polling, now_ms)
         self._arm_shared(key, timers)
         return shared
 
@@ -832,8 +834,7 @@ class KeyDriver:
         ``async-poll-interval-ms``: the polls of every key due in one interval fire
         together. And a key gets no second timer while one comes sooner (the poll of a run
         resumed by a record, which its next run then inherits)."""
-        grid = self.options.async_poll_interval_ms
-        due_ms = -(-due_ms // grid) * grid
+        due_ms = self._on_grid(due_ms)
         due = self._due.get(key)
         if due is None:
             self._due[key] = [due_ms]
@@ -843,6 +844,11 @@ class KeyDriver:
             due.append(due_ms)
         timers.wake_at(due_ms)
         return True
+
+    def _on_grid(self, due_ms: int) -> int:
+        """``due_ms`` rounded up to a multiple of ``async-poll-interval-ms`` (``_wake_at``)."""
+        grid = self.options.async_poll_interval_ms
+        return -(-due_ms // grid) * grid
 
     def _timer_fired(self, key: Any, now_ms: int, shared: bool = False) -> None:
         """Forget the key's timers that have fired: those due by now, else (a clock that
@@ -922,10 +928,8 @@ class KeyDriver:
         """Block (backpressure) while too many durable calls are running. A condition the
         calls' done-callbacks notify, rather than ``wait`` on the futures: that costs a lock
         per future in flight, every time (hundreds at a large ``max-in-flight``)."""
-        limit = self.options.max_in_flight
-        storing_limit = self.options.long_term_memory_max_storing
-        if len(self._in_flight) < limit and len(self._storing) < storing_limit:
+        if self.has_free_slot():
             return
         with self._call_ended:
-            while len(self._in_flight) >= limit or len(self._storing) >= storing_limit:
+            while not self.has_free_slot():
                 self._call_ended.wait()
