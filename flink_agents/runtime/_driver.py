@@ -56,6 +56,11 @@ _STARTS_FIRST_AT_MOST_S = 0.05
 """How long a finished call's run may wait while new runs start calls, and how recently one
 must have for them to go first (``KeyDriver.resume_now``)."""
 
+_STARTS_FIRST_TAKEN = 0.9
+"""The share of ``max-in-flight`` that the calls in flight and the runs whose calls have
+ended must make up together for new runs to go first (``KeyDriver.resume_now``): the
+places are all taken but for those just given back, i.e. the input waits for them."""
+
 _PRUNE_EVERY = 64
 """Records between two asks whether the action log is due for pruning (it is at most every
 quarter of its retention period, minutes by default; asking costs a clock read)."""
@@ -912,16 +917,23 @@ class KeyDriver:
         """Whether a callback resumes a ready run whose call finished at ``when``
         (``time.monotonic()``; ``now`` likewise) rather than leave it for a later callback:
         yes while no new run could start a call, once no run has parked for
-        ``_STARTS_FIRST_QUIET_S`` (runs are not starting calls), or once it has waited
-        ``_STARTS_FIRST_AT_MOST_S``. While runs start calls and more could, they come first:
-        each resume is a callback's worth of work that keeps the calls' places empty, and
-        when many calls end together (runs started together end together), resuming them
-        all first left up to two thirds of the places empty for tens of ms at a time
-        (``bench/RESULTS.md``)."""
+        ``_STARTS_FIRST_QUIET_S`` (runs are not starting calls), once it has waited
+        ``_STARTS_FIRST_AT_MOST_S``, and whenever the input keeps fewer calls going than
+        the places allow (``_STARTS_FIRST_TAKEN``).
+
+        Under a backlog of input new runs come first: each resume is a callback's worth of
+        work that keeps the calls' places empty, and when many calls end together (runs
+        started together end together), resuming them all first left up to two thirds of
+        the places empty for tens of ms at a time. Without one (the calls in flight and the
+        ready runs leave places free) a new run starts as soon as it arrives anyway, and
+        holding ready runs back only delayed them: records every 5 ms with calls of 50 ms
+        waited 51 ms to resume rather than 2 (``bench/RESULTS.md``)."""
         return (
             not self.has_free_slot()
             or now - self._parked_at >= _STARTS_FIRST_QUIET_S
             or now - when >= _STARTS_FIRST_AT_MOST_S
+            or len(self._in_flight) + len(self.ready or ())
+            < _STARTS_FIRST_TAKEN * self.options.max_in_flight
         )
 
     def _respect_in_flight_limit(self) -> None:

@@ -260,25 +260,49 @@ def test_a_shared_timer_of_a_resumed_key_is_not_cancelled(elsewhere):
     assert timers["a"].cancelled == [SAFETY_MS] and timers["a"].wakes == [5]
 
 
-def test_new_runs_go_first_while_they_start_calls_and_places_are_free(elsewhere):
-    """``resume_now``: a ready run waits while a run parked within the last
-    ``_STARTS_FIRST_QUIET_S`` and a call could start, at most ``_STARTS_FIRST_AT_MOST_S``;
-    at once when no call could start, or when no run has parked lately."""
-    park_all(elsewhere, "a")
-    parked = elsewhere._parked_at
+def test_new_runs_go_first_while_they_start_calls_and_places_are_free():
+    """``resume_now``: a ready run waits while the input keeps the places taken (the calls
+    in flight and the ready runs make up ``_STARTS_FIRST_TAKEN`` of ``max-in-flight``), a
+    run parked within the last ``_STARTS_FIRST_QUIET_S`` and a call could start, at most
+    ``_STARTS_FIRST_AT_MOST_S``; at once when no call could start, when no run has parked
+    lately, or when the calls going leave places free (no backlog: waiting only delays)."""
+    driver = make_driver(async_poll_interval_ms=5, num_async_threads=10, max_in_flight=10)
+    driver.resume_elsewhere(lambda: None)
     quiet, at_most = _driver._STARTS_FIRST_QUIET_S, _driver._STARTS_FIRST_AT_MOST_S
-    assert not elsewhere.resume_now(parked, parked + quiet / 2)  # runs start calls: wait
-    assert elsewhere.resume_now(parked - at_most, parked + quiet / 2)  # waited long enough
-    assert elsewhere.resume_now(parked, parked + quiet * 1.01)  # nothing parked lately
-    full = make_driver(async_poll_interval_ms=5, num_async_threads=1, max_in_flight=1)
-    full.resume_elsewhere(lambda: None)
     try:
-        park_all(full, "b")
-        assert not full.has_free_slot()
-        assert full.resume_now(full._parked_at, full._parked_at)  # no call could start
+        park_all(driver, "abcdefghij")
+        assert not driver.has_free_slot()
+        assert driver.resume_now(driver._parked_at, driver._parked_at)  # no call could start
+        RELEASE["a"].set()
+        until(lambda: driver.ready and driver.has_free_slot())
+        parked = driver._parked_at
+        # 9 calls in flight and 1 ready run: every place taken but the one just given back.
+        assert not driver.resume_now(parked, parked + quiet / 2)  # runs start calls: wait
+        assert driver.resume_now(parked - at_most, parked + quiet / 2)  # waited long enough
+        assert driver.resume_now(parked, parked + quiet * 1.01)  # nothing parked lately
+        RELEASE["b"].set()
+        RELEASE["c"].set()
+        until(lambda: len(driver.ready) == 3)
+        # 7 in flight and 3 ready make up all 10 places still (a wave of calls ending).
+        assert not driver.resume_now(parked, parked + quiet / 2)
+        driver.ready.popleft()
+        driver.ready.popleft()  # "a" and "b" resumed: 7 in flight + 1 ready, 2 places free
+        assert driver.resume_now(parked, parked + quiet / 2)
     finally:
         release_all()
-        full.engine.close()
+        driver.engine.close()
+
+
+def test_without_a_backlog_a_ready_run_is_resumed_at_once(elsewhere):
+    """Records that come slower than the places free up (one parked run of the default 32
+    places): nothing is gained by holding a ready run back, however recently a run parked;
+    it waited up to ``_STARTS_FIRST_AT_MOST_S`` before (50 ms on every 50 ms call)."""
+    park_all(elsewhere, "ab")
+    RELEASE["a"].set()
+    until(lambda: elsewhere.ready)
+    parked = elsewhere._parked_at
+    assert elsewhere.has_free_slot()
+    assert elsewhere.resume_now(parked, parked)
 
 
 def test_ready_runs_left_for_later_get_a_timer_within_the_poll_interval(elsewhere):
