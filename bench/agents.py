@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 from pyflink.common import Types
-from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
@@ -241,3 +241,58 @@ async def _fan_out_call(event: InputEvent, ctx: Any, name: str) -> None:
     ctx.short_term_memory.set(name, value)
     COUNTS["fan-out"] += 1
     ctx.send_event(OutputEvent(output=(ctx.key, value)))
+
+
+# -- (c) resume latency ----------------------------------------------------------------------
+
+
+def timed_sleep(seconds: float) -> tuple[float, float]:
+    """A stand-in call of ``seconds`` that says when it began and ended (``time.monotonic``,
+    which every thread of a process shares)."""
+    began = time.monotonic()
+    time.sleep(seconds)
+    return began, time.monotonic()
+
+
+class Paced:
+    """Sequence number ``n`` -> the record ``(key, n)`` of a key of its own, after sleeping
+    ``gap_s``: an input that comes at a steady rate rather than as fast as it can."""
+
+    def __init__(self, gap_s: float) -> None:
+        self.gap_s = gap_s
+
+    def __call__(self, n: int) -> tuple[str, int]:
+        time.sleep(self.gap_s)
+        return f"k{n}", n
+
+
+class LatencyAgent(Agent):
+    """One async action awaiting one durable call of ``config["seconds"]``; its output holds
+    when the action reached the call, when the call began and ended on its thread, and when
+    the action went on after it (``bench.resume_latency``)."""
+
+    config = {"seconds": 0.05}
+
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx: Any) -> None:
+        reached = time.monotonic()
+        began, ended = await ctx.durable_execute_async(timed_sleep, ctx.config["seconds"])
+        ctx.send_event(OutputEvent(output=(reached, began, ended, time.monotonic())))
+
+
+class AppendLines(MapFunction):
+    """Appends each record to the file at ``path``, one line of its fields, space-separated."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.out = open(self.path, "a", encoding="ascii")  # noqa: SIM115 (closed in close)
+
+    def map(self, value: tuple) -> int:
+        self.out.write(" ".join(map(str, value)) + "\n")
+        return 0
+
+    def close(self) -> None:
+        self.out.close()

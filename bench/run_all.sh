@@ -52,6 +52,7 @@ else
 fi
 step long_term_batching.txt "$PY" -m bench.long_term_batching
 step fan_out.txt "$PY" -m bench.fan_out
+step resume_latency.txt "$PY" -m bench.resume_latency
 step startup_memory_thread.txt "$PY" -m bench.startup_memory
 
 # Apache Flink Agents 0.2.0 on the same agent, in a venv of its own (see its README).
