@@ -282,7 +282,8 @@ def test_new_runs_go_first_while_they_start_calls_and_places_are_free():
         assert driver.resume_now(parked, parked + quiet * 1.01)  # nothing parked lately
         RELEASE["b"].set()
         RELEASE["c"].set()
-        until(lambda: len(driver.ready) == 3)
+        # (A call is put in ``ready`` just before it leaves the calls in flight.)
+        until(lambda: len(driver.ready) == 3 and len(driver._in_flight) == 7)
         # 7 in flight and 3 ready make up all 10 places still (a wave of calls ending).
         assert not driver.resume_now(parked, parked + quiet / 2)
         driver.ready.popleft()
