@@ -130,6 +130,10 @@ INFO = (
         "async, 256 in flight, async def calls (on the engine's event loop) / ideal",
         "async.thread.coroutine.L256",
     ),
+    (
+        "resume lag p50, ms: 50 ms calls at 200 records/s (62% of the default capacity)",
+        "latency.thread.resume_p50_ms.200",
+    ),
 )
 
 

@@ -13,9 +13,11 @@ holds four times, all ``time.monotonic()`` in the one process that runs the agen
 An agent at these rates has free places for calls, so neither should take more than a few
 milliseconds: a parked run is resumed by the next callback of any key, or by its poll.
 Percentiles are over every run but the first tenth (the action's latency is learnt then).
-In process mode (``--mode process``) PyFlink hands records to the Python worker in bundles:
-the paced input reaches the agent in bursts, and the calls of a burst wait for the 16
-threads, so the start lag there measures the bundling, not the agent.
+In process mode (``--mode process``) PyFlink hands records to a Python worker in bundles,
+and the worker passes on what a bundle made when the bundle ends: with its default bundles
+the paced step's outputs (a bundle's worth of sleeps) reached the agent as one burst, whose
+calls then waited for the 16 threads. So process mode runs with one record per bundle
+(``--bundle-size``, default 1 there), as an input that trickles in from a source would.
 
     PYTHONPATH=/work/main .venv/bin/python -m bench.resume_latency [--rates 50,200,300]
 """
@@ -107,11 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bundle-time-ms", type=int, help="python.fn-execution.bundle.time (process mode)"
     )
+    parser.add_argument(
+        "--bundle-size",
+        type=int,
+        help="python.fn-execution.bundle.size (process mode; default 1: see the docstring)",
+    )
     args = parser.parse_args(argv)
     options = {} if args.action_log is None else {"action_log": args.action_log}
     config = {"python.execution-mode": args.mode}
     if args.bundle_time_ms is not None:
         config["python.fn-execution.bundle.time"] = str(args.bundle_time_ms)
+    if args.mode == "process" and args.bundle_size is None:
+        args.bundle_size = 1
+    if args.bundle_size is not None:
+        config["python.fn-execution.bundle.size"] = str(args.bundle_size)
     if args.mode == "thread":
         enable_thread_mode()
     call_s = args.call_ms / 1000
