@@ -295,7 +295,7 @@ def test_new_runs_go_first_while_they_start_calls_and_places_are_free():
 
 
 def test_without_a_backlog_a_ready_run_is_resumed_at_once(elsewhere):
-    """Records that come slower than the places free up (one parked run of the default 32
+    """Records that come slower than the places free up (two runs parked, of the default 32
     places): nothing is gained by holding a ready run back, however recently a run parked;
     it waited up to ``_STARTS_FIRST_AT_MOST_S`` before (50 ms on every 50 ms call)."""
     park_all(elsewhere, "ab")
