@@ -46,8 +46,9 @@ from bench._common import (
 )
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import compile_agent
+from flink_agents.runtime import AgentOptions
 
-THREADS = 16  # the default num-async-threads: the default options take 16 calls at once
+THREADS = AgentOptions().num_async_threads  # the default options take that many calls at once
 
 
 def latency_job(
