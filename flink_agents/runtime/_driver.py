@@ -56,10 +56,9 @@ _STARTS_FIRST_AT_MOST_S = 0.05
 """How long a finished call's run may wait while new runs start calls, and how recently one
 must have for them to go first (``KeyDriver.resume_now``)."""
 
-_STARTS_FIRST_TAKEN = 0.9
-"""The share of ``max-in-flight`` that the calls in flight and the runs whose calls have
-ended must make up together for new runs to go first (``KeyDriver.resume_now``): the
-places are all taken but for those just given back, i.e. the input waits for them."""
+_STARTS_FIRST_FULL_S = 1.0
+"""How recently every place for a call must have been taken for new runs to go first
+(``KeyDriver.resume_now``): the input fills them, so it has records waiting for them."""
 
 _PRUNE_EVERY = 64
 """Records between two asks whether the action log is due for pruning (it is at most every
@@ -191,6 +190,8 @@ class KeyDriver:
         self._tie = itertools.count()
         self._parked_at = 0.0
         """When (``time.monotonic()``) a run last parked on a durable call."""
+        self._full_at = -_STARTS_FIRST_FULL_S
+        """When (``time.monotonic()``) every place for a call was last seen taken."""
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
         self._until_prune = 1  # records until the next ``maybe_prune`` (the first asks)
         self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
@@ -646,6 +647,8 @@ class KeyDriver:
         with self._call_ended:
             in_flight.add(future)
         started = self._parked_at = time.monotonic()
+        if not self.has_free_slot():
+            self._full_at = started
         expected = self._expected_ms
 
         timed = self._calls_timed
@@ -918,22 +921,21 @@ class KeyDriver:
         (``time.monotonic()``; ``now`` likewise) rather than leave it for a later callback:
         yes while no new run could start a call, once no run has parked for
         ``_STARTS_FIRST_QUIET_S`` (runs are not starting calls), once it has waited
-        ``_STARTS_FIRST_AT_MOST_S``, and whenever the input keeps fewer calls going than
-        the places allow (``_STARTS_FIRST_TAKEN``).
+        ``_STARTS_FIRST_AT_MOST_S``, and unless every place for a call was taken within the
+        last ``_STARTS_FIRST_FULL_S`` (the input has records waiting for places).
 
         Under a backlog of input new runs come first: each resume is a callback's worth of
         work that keeps the calls' places empty, and when many calls end together (runs
         started together end together), resuming them all first left up to two thirds of
-        the places empty for tens of ms at a time. Without one (the calls in flight and the
-        ready runs leave places free) a new run starts as soon as it arrives anyway, and
-        holding ready runs back only delayed them: records every 5 ms with calls of 50 ms
-        waited 51 ms to resume rather than 2 (``bench/RESULTS.md``)."""
+        the places empty for tens of ms at a time. Without one (the input never fills the
+        places) a new run starts its call as soon as it arrives anyway, and holding ready
+        runs back only delayed them: records every 5 ms with calls of 50 ms waited 51 ms to
+        resume rather than 2 (``bench/RESULTS.md``)."""
         return (
             not self.has_free_slot()
             or now - self._parked_at >= _STARTS_FIRST_QUIET_S
             or now - when >= _STARTS_FIRST_AT_MOST_S
-            or len(self._in_flight) + len(self.ready or ())
-            < _STARTS_FIRST_TAKEN * self.options.max_in_flight
+            or now - self._full_at >= _STARTS_FIRST_FULL_S
         )
 
     def _respect_in_flight_limit(self) -> None:
@@ -942,6 +944,7 @@ class KeyDriver:
         per future in flight, every time (hundreds at a large ``max-in-flight``)."""
         if self.has_free_slot():
             return
+        self._full_at = time.monotonic()
         with self._call_ended:
             while not self.has_free_slot():
                 self._call_ended.wait()

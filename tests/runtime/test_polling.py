@@ -261,34 +261,29 @@ def test_a_shared_timer_of_a_resumed_key_is_not_cancelled(elsewhere):
 
 
 def test_new_runs_go_first_while_they_start_calls_and_places_are_free():
-    """``resume_now``: a ready run waits while the input keeps the places taken (the calls
-    in flight and the ready runs make up ``_STARTS_FIRST_TAKEN`` of ``max-in-flight``), a
-    run parked within the last ``_STARTS_FIRST_QUIET_S`` and a call could start, at most
-    ``_STARTS_FIRST_AT_MOST_S``; at once when no call could start, when no run has parked
-    lately, or when the calls going leave places free (no backlog: waiting only delays)."""
-    driver = make_driver(async_poll_interval_ms=5, num_async_threads=10, max_in_flight=10)
+    """``resume_now``: a ready run waits while every place for a call was taken within the
+    last ``_STARTS_FIRST_FULL_S`` (a backlog of input), a run parked within the last
+    ``_STARTS_FIRST_QUIET_S`` and a call could start, at most ``_STARTS_FIRST_AT_MOST_S``;
+    at once when no call could start, when no run has parked lately, or when the places
+    have not all been taken lately (no backlog: waiting only delays)."""
+    driver = make_driver(async_poll_interval_ms=5, num_async_threads=4, max_in_flight=4)
     driver.resume_elsewhere(lambda: None)
     quiet, at_most = _driver._STARTS_FIRST_QUIET_S, _driver._STARTS_FIRST_AT_MOST_S
+    full_within = _driver._STARTS_FIRST_FULL_S
     try:
-        park_all(driver, "abcdefghij")
+        park_all(driver, "abcd")  # the fourth call takes the last place
         assert not driver.has_free_slot()
-        assert driver.resume_now(driver._parked_at, driver._parked_at)  # no call could start
+        full_at = driver._full_at
+        assert full_at == driver._parked_at
+        assert driver.resume_now(full_at, full_at)  # no call could start
         RELEASE["a"].set()
         until(lambda: driver.ready and driver.has_free_slot())
         parked = driver._parked_at
-        # 9 calls in flight and 1 ready run: every place taken but the one just given back.
         assert not driver.resume_now(parked, parked + quiet / 2)  # runs start calls: wait
         assert driver.resume_now(parked - at_most, parked + quiet / 2)  # waited long enough
         assert driver.resume_now(parked, parked + quiet * 1.01)  # nothing parked lately
-        RELEASE["b"].set()
-        RELEASE["c"].set()
-        # (A call is put in ``ready`` just before it leaves the calls in flight.)
-        until(lambda: len(driver.ready) == 3 and len(driver._in_flight) == 7)
-        # 7 in flight and 3 ready make up all 10 places still (a wave of calls ending).
-        assert not driver.resume_now(parked, parked + quiet / 2)
-        driver.ready.popleft()
-        driver.ready.popleft()  # "a" and "b" resumed: 7 in flight + 1 ready, 2 places free
-        assert driver.resume_now(parked, parked + quiet / 2)
+        driver._parked_at = full_at + full_within  # a run parks, the places not all taken
+        assert driver.resume_now(full_at + full_within, full_at + full_within)
     finally:
         release_all()
         driver.engine.close()
@@ -296,14 +291,31 @@ def test_new_runs_go_first_while_they_start_calls_and_places_are_free():
 
 def test_without_a_backlog_a_ready_run_is_resumed_at_once(elsewhere):
     """Records that come slower than the places free up (two runs parked, of the default 32
-    places): nothing is gained by holding a ready run back, however recently a run parked;
-    it waited up to ``_STARTS_FIRST_AT_MOST_S`` before (50 ms on every 50 ms call)."""
+    places, which were never all taken): nothing is gained by holding a ready run back,
+    however recently a run parked; it waited up to ``_STARTS_FIRST_AT_MOST_S`` before (50
+    ms on every 50 ms call)."""
     park_all(elsewhere, "ab")
     RELEASE["a"].set()
     until(lambda: elsewhere.ready)
     parked = elsewhere._parked_at
     assert elsewhere.has_free_slot()
     assert elsewhere.resume_now(parked, parked)
+
+
+def test_a_record_that_waits_for_a_place_marks_the_places_all_taken():
+    """The operator blocking for a free place (backpressure) is a backlog too: the places
+    count as all taken from then, as when the last of them is taken by a parking run."""
+    driver = make_driver(async_poll_interval_ms=5, num_async_threads=1, max_in_flight=1)
+    try:
+        park_all(driver, "a")
+        driver._full_at = -1.0  # as if the place had been taken long ago
+        threading.Timer(0.05, RELEASE["a"].set).start()
+        before = time.monotonic()
+        driver._respect_in_flight_limit()  # blocks until the call of "a" ends
+        assert before <= driver._full_at <= time.monotonic()
+    finally:
+        release_all()
+        driver.engine.close()
 
 
 def test_ready_runs_left_for_later_get_a_timer_within_the_poll_interval(elsewhere):
