@@ -23,19 +23,36 @@ os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(_paths))
 # which keeps the Python worker's environment (API keys) out of Flink's logs.
 os.environ["LOG4J_PROPERTIES"] = str(REPO / "conf" / "log4j.properties")
 
+# Everything the session's processes put in a temporary directory goes under one directory of
+# its own, removed at the end: Python's and Beam's temporary files, and the JVMs' (Flink
+# extracts a 24 MB RPC jar per JVM and keeps blobs there; a TaskManager killed by a recovery
+# test never deletes them, so a suite run used to leave about 0.7 GB in /tmp). pytest's own
+# base directory stays where it was, with its retention of the last few runs.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+SESSION_DIR = Path(tempfile.mkdtemp(prefix="flink-agents-tests-"))
+atexit.register(shutil.rmtree, SESSION_DIR, ignore_errors=True)
+(SESSION_DIR / "tmp").mkdir()
+os.environ["TMPDIR"] = str(SESSION_DIR / "tmp")
+tempfile.tempdir = None  # computed again, from TMPDIR
+os.environ["JVM_ARGS"] = " ".join(
+    [os.environ.get("JVM_ARGS", ""), f"-Djava.io.tmpdir={SESSION_DIR / 'tmp'}"]
+).strip()
+
 # Embedded stores (the SQLite action log) write under the data directory: keep test runs out
 # of the user's home and away from each other.
-if "FLINK_AGENTS_DATA_DIR" not in os.environ:
-    import atexit
-    import shutil
-    import tempfile
-
-    os.environ["FLINK_AGENTS_DATA_DIR"] = tempfile.mkdtemp(prefix="flink-agents-tests-")
-    atexit.register(shutil.rmtree, os.environ["FLINK_AGENTS_DATA_DIR"], ignore_errors=True)
+(SESSION_DIR / "data").mkdir()
+os.environ.setdefault("FLINK_AGENTS_DATA_DIR", str(SESSION_DIR / "data"))
 
 
 # A real PostgreSQL server (the shared action log's backend) for every test directory, started
 # once per session from the machine's binaries; tests that use it skip where there are none.
+import gc  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
@@ -49,6 +66,32 @@ def postgres_server() -> Iterator[PostgresServer]:
         pytest.skip("no PostgreSQL server binaries (initdb) under /usr/lib/postgresql or PATH")
     with PostgresServer() as server:
         yield server
+
+
+# PyFlink runs a MiniCluster job's Python workers in this process (loopback mode), and leaves
+# threads behind when the job ends (PyFlink 2.3): each output stream of a Python operator
+# starts a flusher that wakes every second (``BeamTimeBasedOutputStream``), and each job
+# starts a gRPC server for its workers whose thread polls every second (the servicer is a
+# singleton whose ``__init__`` forgets the server it started). Left alone, the suite gathered
+# over a thousand of them, all waking for the GIL: on a loaded machine every later test
+# crawled and the session took many minutes to end. No job outlives its test here (module
+# fixtures collect theirs before they return), so after each test they are stopped.
+@pytest.fixture(autouse=True)
+def _stop_threads_of_finished_jobs() -> Iterator[None]:
+    yield
+    utils = sys.modules.get("pyflink.fn_execution.utils.operation_utils")
+    grpc_server = sys.modules.get("grpc._server")
+    serving = False
+    for thread in threading.enumerate():
+        if utils is not None and isinstance(thread, utils.PeriodicThread):
+            thread.cancel()
+        if grpc_server is not None and getattr(thread, "_target", None) is grpc_server._serve:
+            serving = True
+    if serving:
+        for found in gc.get_objects():
+            if isinstance(found, grpc_server._Server):
+                found.stop(None)
+
 
 # The machines that run the suite are shared and loaded: a property test's example may take
 # far longer than hypothesis's 200 ms deadline for no fault of the code. Timing is measured in

@@ -66,7 +66,8 @@ class StandaloneCluster:
     """A standalone Flink cluster whose configuration and logs live in ``work_dir``.
 
     Args:
-        work_dir: holds ``conf/``, ``log/`` and the daemons' pid files.
+        work_dir: holds ``conf/``, ``log/``, the daemons' pid files and their temporary
+            files (``tmp/``).
         config_file: a ``config.yaml`` over pyflink's defaults (e.g. ``conf/config.yaml``).
         rest_port / rpc_port: 0 picks free ports (tests); the defaults are Flink's own.
         slots: task slots per TaskManager.
@@ -107,6 +108,10 @@ class StandaloneCluster:
         return f"http://localhost:{self.rest_port}"
 
     @property
+    def tmp_dir(self) -> Path:
+        return self.work_dir / "tmp"
+
+    @property
     def lib_dir(self) -> Path:
         return self.work_dir / "lib"
 
@@ -133,7 +138,7 @@ class StandaloneCluster:
 
     def write_config(self) -> Path:
         """Write ``conf/``: the base file plus ports, slots and this Python interpreter."""
-        for directory in (self.conf_dir, self.log_dir, self.pid_dir):
+        for directory in (self.conf_dir, self.log_dir, self.pid_dir, self.tmp_dir):
             directory.mkdir(parents=True, exist_ok=True)
         self.write_lib()
         write_log4j_configuration(self.conf_dir)
@@ -156,6 +161,10 @@ class StandaloneCluster:
                 "python.client.executable": sys.executable,
             }
         )
+        # The daemons' blobs, jars and working directories, unless the file says where: a
+        # TaskManager killed with ``kill -9`` never removes its own, so they stay with the
+        # cluster's files instead of piling up in /tmp.
+        flat.setdefault("io.tmp.dirs", str(self.tmp_dir))
         flat.update(self.overrides)
         target = self.conf_dir / "config.yaml"
         target.write_text(yaml.safe_dump(flat, sort_keys=True))

@@ -88,6 +88,15 @@ def final_memory(snapshots: list[dict]) -> dict:
     return last
 
 
+def assert_repeats_are_unrecorded_calls_only(report, ledger: list) -> None:
+    """Every paid call ran once, but for calls interrupted before their result reached the
+    log: at most one per key per failure (a key's runs are sequential)."""
+    users = len({r["user"] for r in RECORDS})
+    assert report.reexecuted_after_record == 0, report
+    assert report.repeated_calls <= users * len(FAIL_AFTER_CALLS), report
+    assert len(ledger) == 2 * len(RECORDS) + report.repeated_calls
+
+
 def test_restarts_replay_from_the_action_log_without_paying_twice(tmp_path):
     outputs, memory, ledger = run_failing_job(tmp_path, f"sqlite://{tmp_path}/log.db")
     report = check_recovery(RECORDS, outputs, ledger)
@@ -98,9 +107,7 @@ def test_restarts_replay_from_the_action_log_without_paying_twice(tmp_path):
     # a kill: a call that had ended there but whose result had not reached the log yet may
     # run again (docs/consistency.md), at most one per key per failure (a key's runs are
     # sequential). Seen once in about ten runs; never a call whose result was recorded.
-    users = len({r["user"] for r in RECORDS})
-    assert report.repeated_calls <= users * len(FAIL_AFTER_CALLS), report
-    assert len(ledger) == 2 * len(RECORDS) + report.repeated_calls
+    assert_repeats_are_unrecorded_calls_only(report, ledger)
     assert final_memory(memory) == expected_memory(RECORDS)
 
 
@@ -124,5 +131,8 @@ def test_thread_mode_recovers_with_the_whole_input_read_at_once(tmp_path):
     report = check_recovery(RECORDS, outputs, ledger)
     assert report.ok, report
     assert (report.lost, report.duplicated, report.outputs) == (0, 0, len(RECORDS))
-    assert len(ledger) == 2 * len(RECORDS)
+    # As in process mode, a call of another key that ended while the failover cancelled the
+    # job, its result not yet in the log, may run again (seen once, on a loaded machine);
+    # report.ok above holds that no call whose result was recorded ran again.
+    assert_repeats_are_unrecorded_calls_only(report, ledger)
     assert final_memory(memory) == expected_memory(RECORDS)

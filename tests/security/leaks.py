@@ -1,5 +1,6 @@
 """Finding a secret in the files Flink wrote."""
 
+import os
 import tempfile
 import uuid
 from collections.abc import Iterable
@@ -17,11 +18,12 @@ def fake_key() -> str:
 
 
 def temp_entries_since(started: float) -> list[Path]:
-    """Entries of the temporary directory changed since ``started`` (where Flink and Beam put
-    blob stores, Python worker directories with their boot logs, JVM perf data), the test
-    session's own base directory aside."""
+    """Entries of the temporary directories changed since ``started`` (where Flink and Beam
+    put blob stores, Python worker directories with their boot logs, JVM perf data): the
+    session's (``tests/conftest.py``) and the machine's, pytest's base directory aside."""
     found = []
-    for entry in Path(tempfile.gettempdir()).iterdir():
+    roots = {Path(tempfile.gettempdir()), Path(os.environ.get("PYTEST_DEBUG_TEMPROOT", "/tmp"))}
+    for entry in (entry for root in roots for entry in root.iterdir()):
         try:
             if not entry.name.startswith("pytest-of-") and entry.stat().st_mtime >= started:
                 found.append(entry)
