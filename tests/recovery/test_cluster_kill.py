@@ -20,8 +20,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
 # Two calls in flight and 640 records keep the stream going long enough for three kills and
 # their recoveries (about 10 s each) in either mode; with the default in-flight bound the
-# agent finished 400 records after two kills.
-SPEC = TortureSpec(records=640, users=8, kills=3, delay_s=0.05, options={"max-in-flight": 2})
+# agent finished 400 records after two kills. The scenario takes about 100 s; its time limits
+# leave room for a loaded machine (they only end a job that does not recover).
+SPEC = TortureSpec(
+    records=640,
+    users=8,
+    kills=3,
+    delay_s=0.05,
+    options={"max-in-flight": 2},
+    timeout_s=900,
+    recovery_timeout_s=240,
+)
 
 @pytest.fixture(scope="module", params=["thread", "process"])
 def cluster(request, tmp_path_factory):
