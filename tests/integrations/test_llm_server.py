@@ -239,8 +239,8 @@ def test_stop_does_not_wait_for_delayed_requests(llm_server_factory):
         ask(client, "slow")
     started = time.monotonic()
     server.stop()
-    assert time.monotonic() - started < 3
-    deadline = time.monotonic() + 3
+    assert time.monotonic() - started < 15  # far from the 30 s hold, even on a loaded machine
+    deadline = time.monotonic() + 15
     while server.call_count() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.call_count() == 1  # the held request was released, not left for 30 s

@@ -42,7 +42,7 @@ PARKED = "parked"
 TICKS = 2000  # records of the other key: at most TICKS * TICK_S of input before the failure
 TICK_S = 0.01
 PAD = 1000  # bytes per tick line: a few lines fill a 4 KiB network buffer
-HOLD_TIMEOUT_S = 30.0  # the held call gives up (the test then fails, it does not hang)
+HOLD_TIMEOUT_S = 120.0  # the held call gives up (the test then fails, it does not hang)
 PACING = {
     "taskmanager.memory.segment-size": "4kb",
     "python.fn-execution.bundle.size": "20",
