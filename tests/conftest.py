@@ -50,8 +50,6 @@ os.environ["JVM_ARGS"] = " ".join(
 os.environ.setdefault("FLINK_AGENTS_DATA_DIR", str(SESSION_DIR / "data"))
 
 
-# A real PostgreSQL server (the shared action log's backend) for every test directory, started
-# once per session from the machine's binaries; tests that use it skip where there are none.
 import gc  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -62,6 +60,8 @@ import pytest  # noqa: E402
 from flink_agents.testing.postgres import PostgresServer, find_postgres_bindir  # noqa: E402
 
 
+# A real PostgreSQL server (the shared action log's backend) for every test directory, started
+# once per session from the machine's binaries; tests that use it skip where there are none.
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     if find_postgres_bindir() is None:
