@@ -36,12 +36,13 @@ os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
 SESSION_DIR = Path(tempfile.mkdtemp(prefix="flink-agents-tests-"))
 atexit.register(shutil.rmtree, SESSION_DIR, ignore_errors=True)
 SESSION_DIR.chmod(0o755)
-(SESSION_DIR / "tmp").mkdir()
-(SESSION_DIR / "tmp").chmod(0o1777)  # as /tmp: the PostgreSQL server runs as its own user
-os.environ["TMPDIR"] = str(SESSION_DIR / "tmp")
+SESSION_TMP = SESSION_DIR / "tmp"
+SESSION_TMP.mkdir()
+SESSION_TMP.chmod(0o1777)  # as /tmp: the PostgreSQL server runs as its own user
+os.environ["TMPDIR"] = str(SESSION_TMP)
 tempfile.tempdir = None  # computed again, from TMPDIR
 os.environ["JVM_ARGS"] = " ".join(
-    [os.environ.get("JVM_ARGS", ""), f"-Djava.io.tmpdir={SESSION_DIR / 'tmp'}"]
+    [os.environ.get("JVM_ARGS", ""), f"-Djava.io.tmpdir={SESSION_TMP}"]
 ).strip()
 
 # Embedded stores (the SQLite action log) write under the data directory: keep test runs out
