@@ -32,7 +32,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from flink_agents.runtime._journal import CallSlot, digest_args
+from flink_agents.runtime._journal import CallFuture, CallSlot, digest_args
 from flink_agents.runtime._metrics import AgentMetrics
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class _Call:
         self.slot = slot
         self.metrics = metrics
         self.name = name
-        self.future: Future[Any] = Future()
+        self.future: Future[Any] = CallFuture() if slot is not None else Future()
         self.result: Any = None
         self.error: BaseException | None = None
         self.ms = 0.0
@@ -181,6 +181,7 @@ class CallLoop:
         if slot is None:
             self._settle(call, None)
             return
+        call.future.set_ended()  # it runs no more; its outcome is stored next
         self._ended.append(call)
         if not self._recording:
             self._recording = True

@@ -27,7 +27,7 @@ from flink_agents.memory import (
     StateMap,
 )
 from flink_agents.runtime._call_loop import CallLoop
-from flink_agents.runtime._journal import CallRecorder, CallSlot, function_id
+from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot, function_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
@@ -459,7 +459,7 @@ class _DurableCall(_Call):
         if slot is not None:
             # The executor's thread runs the call, hands its outcome to the journal's call
             # writer and is free; the future is the action's, completed once it is stored.
-            future: Future[Any] = Future()
+            future: Future[Any] = CallFuture()
             timed = None if metrics is None else partial(metrics.timed_call, self._name())
             call = partial(call_to_result, self._function)
             submit(slot.start, call, self._args, self._kwargs, future, timed)

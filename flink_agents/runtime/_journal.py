@@ -714,6 +714,42 @@ def _under(failure: BaseException | None, error: BaseException | None) -> None:
         inner.__context__ = error
 
 
+class CallFuture(Future):
+    """The future of a durable call whose outcome the action log stores. It is done once
+    the outcome is stored; it has *ended* before that, as soon as the function returned or
+    raised (``set_ended``). An ended call runs no more, so it no longer takes a place among
+    ``max-in-flight``; its action still waits for the future, as the log requires."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._end_lock = threading.Lock()
+        self._ended = False
+        self._ended_callbacks: list[Callable[[Future[Any]], None]] = []
+
+    def add_ended_callback(self, fn: Callable[[Future[Any]], None]) -> None:
+        """Call ``fn(self)`` once the call has ended, at once if it has. A future completed
+        without ``set_ended`` (a failure before the call ran) never calls it: a caller that
+        must hear of that too registers ``fn`` as a done-callback as well, idempotent."""
+        with self._end_lock:
+            if not self._ended:
+                self._ended_callbacks.append(fn)
+                return
+        fn(self)
+
+    def set_ended(self) -> None:
+        """The function has returned or raised; its outcome is about to be stored."""
+        with self._end_lock:
+            if self._ended:
+                return
+            self._ended = True
+            callbacks, self._ended_callbacks = self._ended_callbacks, []
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:
+                logger.exception("a callback of a durable call's end failed")
+
+
 class CallSlot:
     """One durable call in flight: its number, and the recorded outcome if replayed."""
 
@@ -778,6 +814,8 @@ class CallSlot:
             except Exception as raised:
                 result, error = None, raised
             duration_ms = (time.perf_counter() - started) * 1000
+            if type(future) is CallFuture:
+                future.set_ended()  # it runs no more; its outcome is stored next
 
             def done(failure: BaseException | None) -> None:
                 if failure is not None:

@@ -16,8 +16,10 @@ import pytest
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
+from flink_agents.runtime.action_log import InMemoryActionLog
 from tests.runtime.held_agents import (
     HeldAgent,
     RecordingTimers,
@@ -39,9 +41,9 @@ def fresh_release():
 def driver():
     drivers: list[KeyDriver] = []
 
-    def make(**options) -> KeyDriver:
+    def make(journal: ActionJournal | None = None, **options) -> KeyDriver:
         options = {"async_poll_interval_ms": 5, "async_poll_max_interval_ms": 50, **options}
-        engine = RunEngine(bind_plan(to_plan(HeldAgent)), AgentOptions(**options))
+        engine = RunEngine(bind_plan(to_plan(HeldAgent)), AgentOptions(**options), journal=journal)
         drivers.append(KeyDriver(engine, errors="errors", snapshots="snapshots"))
         return drivers[-1]
 
@@ -167,3 +169,41 @@ def test_a_record_waits_for_a_free_call_slot_until_any_call_ends(driver):
     thread.join(10)
     assert set(d.parked) == {"k", "l"}  # "a" is done but not resumed; "b" runs
     assert len(d._in_flight) == 1
+
+
+def test_a_call_frees_its_slot_when_it_ends_not_when_its_outcome_is_stored(driver):
+    """With an action log, a call's outcome is stored after the call ends, and its run waits
+    for that; the call's place among ``max-in-flight`` does not: the next record's call
+    starts while the log is still writing."""
+    stored = threading.Event()
+
+    class SlowLog(InMemoryActionLog):
+        def record_calls(self, calls):
+            stored.wait(10)
+            super().record_calls(calls)
+
+    d = driver(ActionJournal(SlowLog(), "job"), num_async_threads=2, max_in_flight=1)
+    timers = RecordingTimers()
+    states = {key: LocalKeyState() for key in "kl"}
+    try:
+        list(d.on_record("k", "a", states["k"], timers))
+        first = d.parked["k"][1].future
+        finished = threading.Event()
+
+        def second() -> None:
+            list(d.on_record("l", "b", states["l"], timers))
+            finished.set()
+
+        thread = threading.Thread(target=second)
+        release_event("a").set()  # "a" ends; its outcome waits for the log
+        thread.start()
+        assert finished.wait(10)  # "b" took the place "a" left, "a" still unstored
+        thread.join(10)
+        assert not first.done()
+        assert not d.call_done("k")
+        assert d._in_flight == {d.parked["l"][1].future}
+        stored.set()
+        wait([first])
+        assert d.call_done("k")
+    finally:
+        stored.set()

@@ -113,6 +113,43 @@ def test_each_calls_outcome_is_in_the_log_before_its_future_is_done():
     assert sum(log.batches) == 20
 
 
+def test_a_call_ends_before_its_outcome_is_stored():
+    """The future ends (its place among ``max-in-flight`` free) as soon as the coroutine
+    returns; it is done only once the log has stored the outcome."""
+    gate = threading.Event()
+
+    class SlowLog(InMemoryActionLog):
+        def record_calls(self, calls):
+            gate.wait(10)
+            super().record_calls(calls)
+
+    log = SlowLog()
+    journal = ActionJournal(log, "job")
+    loop = CallLoop()
+
+    async def answer() -> int:
+        return 42
+
+    try:
+        recorder = _recorder(journal, "k")
+        slot = recorder.begin(answer, (), {})
+        future = loop.submit(answer, (), {}, slot, None, slot.function)
+        ended = threading.Event()
+        future.add_ended_callback(lambda _: ended.set())
+        assert ended.wait(10)
+        assert not future.done()
+        assert log.calls(recorder.identity) == []
+        gate.set()
+        assert future.result(timeout=10) == 42
+        assert [c.result for c in log.calls(recorder.identity)] == [42]
+        late = []
+        future.add_ended_callback(late.append)  # ended already: called at once
+        assert late == [future]
+    finally:
+        gate.set()
+        loop.close()
+
+
 def test_calls_that_end_together_are_written_in_one_transaction():
     """Calls whose coroutines end in one pass of the loop: one ``record_calls``."""
     log = _CountingLog()
