@@ -662,7 +662,7 @@ class KeyDriver:
         def release(future: Future[Any]) -> None:
             # The call's place among max-in-flight is free once the call has ended: with
             # an action log that is before its outcome is stored and the future done
-            # (about 2-5 ms at 256 in flight, a few points of the rate there).
+            # (2-5 ms later at 256 in flight: about a point of the rate there).
             with self._call_ended:
                 if future in in_flight:
                     in_flight.discard(future)
