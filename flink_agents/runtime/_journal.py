@@ -717,7 +717,8 @@ def _under(failure: BaseException | None, error: BaseException | None) -> None:
 class CallFuture(Future):
     """The future of a durable call whose outcome the action log stores. It is done once
     the outcome is stored; it has *ended* before that, as soon as the function returned or
-    raised (``set_ended``). An ended call runs no more, so it no longer takes a place among
+    raised (``set_ended``), and at the latest when it is done (a failure before the call
+    ran, a cancellation). An ended call runs no more, so it no longer takes a place among
     ``max-in-flight``; its action still waits for the future, as the log requires."""
 
     def __init__(self) -> None:
@@ -727,9 +728,7 @@ class CallFuture(Future):
         self._ended_callbacks: list[Callable[[Future[Any]], None]] = []
 
     def add_ended_callback(self, fn: Callable[[Future[Any]], None]) -> None:
-        """Call ``fn(self)`` once the call has ended, at once if it has. A future completed
-        without ``set_ended`` (a failure before the call ran) never calls it: a caller that
-        must hear of that too registers ``fn`` as a done-callback as well, idempotent."""
+        """Call ``fn(self)`` once the call has ended, at once if it has."""
         with self._end_lock:
             if not self._ended:
                 self._ended_callbacks.append(fn)
@@ -748,6 +747,21 @@ class CallFuture(Future):
                 fn(self)
             except Exception:
                 logger.exception("a callback of a durable call's end failed")
+
+    def set_result(self, result: Any) -> None:
+        self.set_ended()
+        super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self.set_ended()
+        super().set_exception(exception)
+
+    def cancel(self) -> bool:
+        # (Ended just after its done-callbacks: ``Future.cancel`` runs them itself.)
+        cancelled = super().cancel()
+        if cancelled:
+            self.set_ended()
+        return cancelled
 
 
 class CallSlot:

@@ -8,7 +8,7 @@ import pytest
 
 from flink_agents.runtime import LocalRunner
 from flink_agents.runtime._call_loop import CallLoop
-from flink_agents.runtime._journal import ActionJournal, CallRecorder
+from flink_agents.runtime._journal import ActionJournal, CallFuture, CallRecorder
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import ActionIdentity, InMemoryActionLog
@@ -148,6 +148,23 @@ def test_a_call_ends_before_its_outcome_is_stored():
     finally:
         gate.set()
         loop.close()
+
+
+def test_a_call_future_done_without_ending_ends_too():
+    """A failure before the call ran completes the future directly: it ends then (before
+    its done-callbacks run; a cancelled one just after), so whatever waits for the end (a
+    place among ``max-in-flight``) is never left waiting."""
+    for finish, order in (
+        (lambda f: f.set_exception(RuntimeError("before the call")), ["ended", "done"]),
+        (lambda f: f.set_result(1), ["ended", "done"]),
+        (lambda f: f.cancel(), ["done", "ended"]),
+    ):
+        seen: list[str] = []
+        future = CallFuture()
+        future.add_ended_callback(lambda _, seen=seen: seen.append("ended"))
+        future.add_done_callback(lambda _, seen=seen: seen.append("done"))
+        finish(future)
+        assert seen == order
 
 
 def test_calls_that_end_together_are_written_in_one_transaction():
