@@ -45,7 +45,7 @@ class CachedState:
     write replaced, so that ``rollback`` can take the writes back: an action that fails
     leaves nothing, as if it had written to a buffer of its own."""
 
-    __slots__ = ("_base", "_cache", "_cleared", "_dirty", "_put_all", "_undo")
+    __slots__ = ("_base", "_cache", "_cleared", "_dirty", "_put_all", "_undo", "memory_root")
 
     def __init__(
         self, base: StateMap, cache: dict[str, Any] | None = None, *, put_all: bool = False
@@ -61,6 +61,10 @@ class CachedState:
         self._cache: dict[str, Any] = {} if cache is None else cache
         self._dirty: dict[str, Any] = {}  # key -> value, or _MISSING for a removal
         self._cleared = False
+        self.memory_root: Any = None
+        """The root memory object over this state, made once and shared by the contexts
+        that read and write it directly (``DirectActionContext``); None until then, and
+        again once one of them moved it onto a buffer of its own."""
         self._undo: dict[Any, Any] | None = None
         """While recording (``begin``): per key written, its cache and dirty entries before
         the first write; or, once cleared, ``_ALL``: everything as it was at ``begin``."""

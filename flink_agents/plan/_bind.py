@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flink_agents.api._errors import PlanError
-from flink_agents.api._events import Event
+from flink_agents.api._events import Event, OutputEvent
 from flink_agents.plan._model import ActionSpec, AgentPlan, ResourceSpec
 from flink_agents.plan._refs import RefError, import_ref
 
@@ -64,7 +64,13 @@ class BoundPlan:
     plan: AgentPlan
     actions: tuple[BoundAction, ...]
     resources: dict[str, BoundResource]
-    _by_event_type: dict[type, tuple[BoundAction, ...]] = field(default_factory=dict)
+    routes: EventRoutes = field(init=False)
+    """Per event type: the actions it triggers, in plan order, and whether it is an
+    ``OutputEvent``; a dict filled on first sight of each type, so that routing a sent
+    event on the hot path is one dict lookup."""
+
+    def __post_init__(self) -> None:
+        self.routes = EventRoutes(self.actions)
 
     @property
     def name(self) -> str:
@@ -72,11 +78,26 @@ class BoundPlan:
 
     def actions_for(self, event_type: type) -> tuple[BoundAction, ...]:
         """Actions triggered by an event of ``event_type``, in plan order."""
-        found = self._by_event_type.get(event_type)
-        if found is None:
-            found = tuple(a for a in self.actions if issubclass(event_type, a.listen_to))
-            self._by_event_type[event_type] = found
-        return found
+        return self.routes[event_type][0]
+
+
+class EventRoutes(dict):
+    """``{event type: (actions triggered, is an OutputEvent)}``, each entry made when the
+    type is first looked up (``__missing__``): a lookup is then the dict's own, with no
+    ``isinstance`` through pydantic's ABC metaclass per event sent (see ``bench/RESULTS.md``
+    on what such checks cost a Flink task)."""
+
+    def __init__(self, actions: tuple[BoundAction, ...]) -> None:
+        super().__init__()
+        self._actions = actions
+
+    def __missing__(self, event_type: type) -> tuple[tuple[BoundAction, ...], bool]:
+        route = (
+            tuple(a for a in self._actions if issubclass(event_type, a.listen_to)),
+            issubclass(event_type, OutputEvent),
+        )
+        self[event_type] = route
+        return route
 
 
 def bind_plan(plan: AgentPlan, file: str | None = None) -> BoundPlan:

@@ -37,6 +37,22 @@ NO_CHANGE = MemoryDelta()
 """The delta of a memory tier an action never touched (shared: deltas are never mutated)."""
 
 
+_SENDABLE: set[type] = set()
+"""The event types ``send_event`` has accepted: a set lookup per event sent, rather than
+two ``isinstance`` checks through pydantic's ABC metaclass (0.3 us each in a loop, 2-3 us
+with the CPU caches emptied between calls, as the JVM's work between two records of a
+Flink task empties them: ``bench/RESULTS.md``)."""
+
+
+def _check_sendable(event: Any) -> None:
+    """Raise unless an action may send ``event``; remember its type if it may."""
+    if not isinstance(event, Event):
+        raise TypeError(f"send_event takes an Event, got {type(event).__name__}")
+    if isinstance(event, InputEvent):
+        raise FlinkAgentsError("actions cannot send an InputEvent: the framework creates it")
+    _SENDABLE.add(type(event))
+
+
 class ActionServices:
     """What every action context of one engine shares, bundled once per engine: a context
     is made per action execution, on the hot path, and sets a few fields, not a dozen.
@@ -163,10 +179,8 @@ class ActionContext(RunnerContext):
         return self._key
 
     def send_event(self, event: Event) -> None:
-        if not isinstance(event, Event):
-            raise TypeError(f"send_event takes an Event, got {type(event).__name__}")
-        if isinstance(event, InputEvent):
-            raise FlinkAgentsError("actions cannot send an InputEvent: the framework creates it")
+        if type(event) not in _SENDABLE:
+            _check_sendable(event)
         if self.sent:
             self.sent.append(event)
         else:
@@ -348,16 +362,14 @@ class DirectActionContext(ActionContext):
     def sensory_memory(self) -> MemoryObject:
         root = self._sensory_root
         if root is None:
-            self._sensory.begin()
-            root = self._sensory_root = FlatMemory(self._sensory).root()
+            root = self._sensory_root = _direct_root(self._sensory)
         return root
 
     @property
     def short_term_memory(self) -> MemoryObject:
         root = self._short_term_root
         if root is None:
-            self._short_term.begin()
-            root = self._short_term_root = FlatMemory(self._short_term).root()
+            root = self._short_term_root = _direct_root(self._short_term)
         return root
 
     def apply_writes(self) -> bool:
@@ -386,6 +398,7 @@ class DirectActionContext(ActionContext):
                 buffer = BufferedState(state)
                 buffer.load(state.rollback())
                 root.memory.state = buffer
+                state.memory_root = None  # the shared root now reads the buffer: not any more
                 setattr(self, buffer_name, buffer)
         self.__class__ = ActionContext
         return self
@@ -395,6 +408,17 @@ class DirectActionContext(ActionContext):
 
     def deltas(self) -> tuple[MemoryDelta, MemoryDelta]:
         return self.buffered().deltas()
+
+
+def _direct_root(state: CachedState) -> MemoryObject:
+    """The root memory object over ``state`` for a ``DirectActionContext``, writes recorded
+    from now on (``begin``): made once per state and shared by the plain actions that
+    follow, which keep no memory object past their execution."""
+    state.begin()
+    root = state.memory_root
+    if root is None:
+        root = state.memory_root = FlatMemory(state).root()
+    return root
 
 
 class _Call:

@@ -229,8 +229,15 @@ class KeyDriver:
                 pruned = journal.maybe_prune(self._oldest_in_flight)
                 if pruned:
                     self.metrics.log_pruned(pruned)
-        known = self._known(key)
-        control = self._control(key, state, known)
+        # ``_known`` and ``_control``, inlined for a key seen before (once per record).
+        known = self._keys.get(key)
+        if known is None:
+            known = self._known(key)  # a new key (or none: no cache)
+        else:
+            self._keys.move_to_end(key)
+        control = known.control if known is not None else None
+        if control is None:
+            control = self._control(key, state, known)
         if control.run is None:
             if self._in_flight or self._storing:
                 self._respect_in_flight_limit()

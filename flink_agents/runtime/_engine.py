@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
-from flink_agents.api._events import Event, InputEvent, OutputEvent, input_event
+from flink_agents.api._events import Event, InputEvent, input_event
 from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._call_loop import CallLoop
@@ -288,6 +288,8 @@ class RunEngine:
         self._call_loop: CallLoop | None = None
         self._sub_runs: Any = None
         self._actions = {a.name: a for a in plan.actions}
+        self._input_actions = plan.actions_for(InputEvent)
+        """The actions a run starts with (its ``InputEvent``'s), in plan order."""
         self._configs = {
             a.name: MappingProxyType({**plan.plan.config, **a.config}) for a in plan.actions
         }
@@ -457,9 +459,7 @@ class RunEngine:
 
     def _input_event(self, key: Any, sequence: int, record: Any) -> InputEvent:
         """The input event of a new run (counted, with the run, in the metrics)."""
-        metrics = self.metrics
-        metrics.run_started()
-        metrics.event_processed()  # its input event
+        self.metrics.run_started(1)  # and its input event processed
         if self.journal is None:
             return input_event(record)
         # A replayed input must carry the same event id.
@@ -529,7 +529,7 @@ class RunEngine:
             if journal.may_replay(key, sequence):  # ``step`` replays the run's records
                 return 0, [], self.start(key, sequence, record), None
         event = self._input_event(key, sequence, record)
-        queue = [(action, event) for action in self.plan.actions_for(InputEvent)]
+        queue = [(action, event) for action in self._input_actions]
         done, outputs, written, stop = self._plain_actions(
             key, sequence, queue, 0, False, sensory, short_term
         )
@@ -609,7 +609,7 @@ class RunEngine:
             action is for ``step``), ``(_FAILED, context, error)`` or
             ``(_UNUSUAL, context, result)`` (an action that needs ``step``'s path).
         """
-        configs, services, actions_for = self._configs, self._services, self.plan.actions_for
+        configs, services, routes = self._configs, self._services, self.plan.routes
         action_completed, max_steps = self.metrics.action_completed, self.max_steps
         # Over the driver's caches, writes go straight into the maps, undone on failure.
         direct = type(sensory) is CachedState and type(short_term) is CachedState
@@ -652,10 +652,10 @@ class RunEngine:
             done += 1
             sent = context.sent
             for sent_event in sent:
-                kind = type(sent_event)
-                if kind is OutputEvent or isinstance(sent_event, OutputEvent):
+                listeners, is_output = routes[type(sent_event)]
+                if is_output:
                     outputs.append(sent_event.output)
-                for listener in actions_for(kind):
+                for listener in listeners:
                     queue.append((listener, sent_event))
             action_completed(name, len(sent), False)
         return done, outputs, written, None
@@ -1037,10 +1037,13 @@ class RunEngine:
         run.steps += 1
         run.attempts = 0
         outputs = []
+        queue, routes = run.queue, self.plan.routes
         for event in events:
-            if type(event) is OutputEvent or isinstance(event, OutputEvent):
+            listeners, is_output = routes[type(event)]
+            if is_output:
                 outputs.append(event.output)
-            self._enqueue(run, event)
+            for listener in listeners:
+                queue.append(PendingAction(listener.name, event))
         return StepResult(
             action, run.steps, sensory_delta, short_term_delta, tuple(events), tuple(outputs)
         )

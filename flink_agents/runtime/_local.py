@@ -51,16 +51,26 @@ class LocalKeyState:
 
     def control(self) -> KeyControl | None:
         # A copy, as Flink state hands out: the driver must write back what it changes.
-        return copy.copy(self.stored_control)
+        return _copied(self.stored_control)
 
     def set_control(self, control: KeyControl) -> None:
-        self.stored_control = copy.copy(control)
+        self.stored_control = _copied(control)
 
     def push_pending(self, record: Any) -> None:
         self.pending.append(record)
 
     def pop_pending(self) -> Any:
         return self.pending.popleft()
+
+
+def _copied(control: KeyControl | None) -> KeyControl | None:
+    """A shallow copy of ``control`` (``copy.copy`` took a tenth of the local runner's time
+    per record: it goes through ``__reduce_ex__``)."""
+    if control is None:
+        return None
+    copied = object.__new__(KeyControl)
+    copied.__dict__.update(control.__dict__)
+    return copied
 
 
 @dataclass

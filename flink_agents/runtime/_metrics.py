@@ -324,8 +324,11 @@ class AgentMetrics:
 
     # -- runs, actions, events (operator thread) -------------------------------------------
 
-    def run_started(self) -> None:
+    def run_started(self, input_events: int = 0) -> None:
+        """A run started; ``input_events``: its input event processed too (1), at once."""
         self._runs_started.count += 1
+        if input_events:
+            self._events.count += input_events
 
     def run_succeeded(self) -> None:
         self._runs_succeeded.count += 1

@@ -331,7 +331,9 @@ class SyncThenAsyncAgent(Agent):
 class WritesAroundCallAgent(Agent):
     """A plain action that writes both memories, makes a durable call (even inputs), and
     writes again: what it wrote before the call belongs to its action-log record too. A
-    second action reads it all back."""
+    second action reads it all back, and counts its runs in short-term memory: a plain
+    action after one that turned into a buffered one must write the key's state, not that
+    buffer."""
 
     @action(InputEvent)
     @staticmethod
@@ -351,6 +353,7 @@ class WritesAroundCallAgent(Agent):
     @staticmethod
     def report(event: Doubled, ctx) -> None:
         memory = ctx.short_term_memory
+        memory.set("reports", (memory.get("reports") or 0) + 1)
         ctx.send_event(
             OutputEvent(
                 output=(
@@ -379,3 +382,38 @@ class StoppedAgent(Agent):
         if event.input == "stop":
             raise Stop
         ctx.send_event(OutputEvent(output=event.input))
+
+
+class Note(Event):
+    text: str
+
+
+class LoudNote(Note):
+    """Triggers the actions of ``Note`` too: those of either class, in plan order."""
+
+
+class Shouted(OutputEvent):
+    """An ``OutputEvent`` subclass: its ``output`` is an output of the run too."""
+
+    loud: bool = True
+
+
+class RoutingAgent(Agent):
+    """Routes by event class: a subclass reaches the actions of its base classes, in plan
+    order, and an ``OutputEvent`` subclass is an output."""
+
+    @action(InputEvent)
+    @staticmethod
+    def start(event: InputEvent, ctx) -> None:
+        ctx.send_event(LoudNote(text=event.input))
+        ctx.send_event(Note(text=event.input.upper()))
+
+    @action(LoudNote)
+    @staticmethod
+    def loud(event: LoudNote, ctx) -> None:
+        ctx.send_event(Shouted(output=("loud", event.text)))
+
+    @action(Note)
+    @staticmethod
+    def any_note(event: Note, ctx) -> None:
+        ctx.send_event(OutputEvent(output=("note", event.text)))

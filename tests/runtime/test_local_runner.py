@@ -420,3 +420,33 @@ def test_support_triage_remembers_each_users_history():
     }
     assert ann["escalated"] == ["billing"]
     assert builder.runner.short_term_memory("bob")["last_closed"] == "t2"
+
+
+@pytest.mark.parametrize("path", ["plain", "driven", "stepped"])
+def test_events_reach_the_actions_of_their_classes_and_output_subclasses_are_outputs(
+    path, tmp_path
+):
+    from flink_agents.runtime import AgentOptions
+
+    # Runs of a known key take the plain path unless memory snapshots are on (then they are
+    # driven) or the event log is (then every action is stepped).
+    options = {
+        "plain": {},
+        "driven": {"memory_snapshots": True},
+        "stepped": {"event_log_level": "standard", "event_log_dir": str(tmp_path)},
+    }[path]
+    runner = LocalRunner(agents.RoutingAgent, options=AgentOptions(**options))
+    for word in ("a", "b", "c"):  # a key's first run, then runs of a known key
+        outputs = runner.run("k", word)
+        # LoudNote: ``loud`` (its own class) and ``any_note`` (its base), in plan order;
+        # then the plain Note, which only ``any_note`` takes.
+        assert outputs == [("loud", word), ("note", word), ("note", word.upper())]
+
+
+def test_send_event_rejects_input_events_every_time():
+    runner = LocalRunner(agents.BadSendAgent)
+    for _ in range(3):
+        with pytest.raises(ActionExecutionError, match="cannot send an InputEvent"):
+            runner.run("k", "input")
+        with pytest.raises(ActionExecutionError, match="send_event takes an Event"):
+            runner.run("k", "dict")
