@@ -64,8 +64,8 @@ class LocalKeyState:
 
 
 def _copied(control: KeyControl | None) -> KeyControl | None:
-    """A shallow copy of ``control`` (``copy.copy`` took a tenth of the local runner's time
-    per record: it goes through ``__reduce_ex__``)."""
+    """A shallow copy of ``control`` (``copy.copy``, which goes through ``__reduce_ex__``,
+    took about a tenth of the local runner's time per record under cProfile)."""
     if control is None:
         return None
     copied = object.__new__(KeyControl)
