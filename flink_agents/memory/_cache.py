@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from flink_agents.api._memory import MemoryObject
 from flink_agents.memory._buffer import MemoryDelta
+from flink_agents.memory._flat import ROOT, FlatMemory, ObjectMarker, StoredMemoryObject
 from flink_agents.memory._state import StateMap
+from flink_agents.memory._values import IMMUTABLE
 
 _MISSING = object()
 """Cached: the key is not in the map."""
@@ -45,7 +48,16 @@ class CachedState:
     write replaced, so that ``rollback`` can take the writes back: an action that fails
     leaves nothing, as if it had written to a buffer of its own."""
 
-    __slots__ = ("_base", "_cache", "_cleared", "_dirty", "_put_all", "_undo", "memory_root")
+    __slots__ = (
+        "_base",
+        "_cache",
+        "_cleared",
+        "_dirty",
+        "_put_all",
+        "_removed",
+        "_undo",
+        "memory_root",
+    )
 
     def __init__(
         self, base: StateMap, cache: dict[str, Any] | None = None, *, put_all: bool = False
@@ -61,10 +73,11 @@ class CachedState:
         self._cache: dict[str, Any] = {} if cache is None else cache
         self._dirty: dict[str, Any] = {}  # key -> value, or _MISSING for a removal
         self._cleared = False
-        self.memory_root: Any = None
-        """The root memory object over this state, made once and shared by the contexts
-        that read and write it directly (``DirectActionContext``); None until then, and
-        again once one of them moved it onto a buffer of its own."""
+        self._removed = False  # whether a removal may be among the dirty keys
+        self.memory_root: MemoryObject | None = None
+        """The root memory object over this state, made by ``begin`` and shared by those
+        who read and write this state directly (``DirectActionContext``); None until then,
+        and again once one of them moved it onto a buffer of its own."""
         self._undo: dict[Any, Any] | None = None
         """While recording (``begin``): per key written, its cache and dirty entries before
         the first write; or, once cleared, ``_ALL``: everything as it was at ``begin``."""
@@ -108,6 +121,7 @@ class CachedState:
             undo[key] = (self._cache.get(key, _ABSENT), self._dirty.get(key, _ABSENT))
         self._cache[key] = _MISSING
         self._dirty[key] = _MISSING
+        self._removed = True
 
     def clear(self) -> None:
         undo = self._undo
@@ -129,9 +143,14 @@ class CachedState:
         else:
             self._cleared = True
 
-    def begin(self) -> None:
-        """Start recording what writes replace, until ``commit`` or ``rollback``."""
+    def begin(self) -> MemoryObject:
+        """Start recording what writes replace, until ``commit`` or ``rollback``; returns
+        ``memory_root``, made if there is none."""
         self._undo = {}
+        root = self.memory_root
+        if root is None:
+            root = self.memory_root = _CachedRoot(FlatMemory(self), ROOT)
+        return root
 
     def commit(self) -> bool:
         """Keep the writes since ``begin``; whether there were any."""
@@ -173,7 +192,15 @@ class CachedState:
     def flush(self) -> None:
         """Write what changed to the base map (a clear first, then removals and puts; the
         puts in one ``put_all`` when asked for and there are several)."""
-        if not (self._cleared or self._dirty):
+        dirty = self._dirty
+        if not dirty:
+            if not self._cleared:
+                return
+        elif not (self._cleared or self._removed) and self._put_all is not None and len(dirty) > 1:
+            # The common flush, puts only: the dirty dict itself is the batch.
+            self._put_all(dirty)
+            self._dirty = {}
+            self._cache.pop(_EMPTY, None)
             return
         cache = self._cache
         if self._cleared:
@@ -184,7 +211,6 @@ class CachedState:
             for key in [k for k, v in cache.items() if v is _NONE and k not in self._dirty]:
                 cache[key] = _MISSING
             cache[_COMPLETE] = cache[_EMPTY] = True
-        dirty = self._dirty
         batch = {} if self._put_all is not None and len(dirty) > 1 else None
         for key, value in dirty.items():
             if value is _MISSING:
@@ -198,6 +224,7 @@ class CachedState:
             self._put_all(batch)  # one call for every put
             cache.pop(_EMPTY, None)
         dirty.clear()
+        self._removed = False
 
 
 def _put_back(undo: dict[Any, Any], cache: dict[Any, Any], dirty: dict[Any, Any]) -> None:
@@ -213,3 +240,43 @@ def _restore(entries: dict[Any, Any], key: Any, value: Any) -> None:
         entries.pop(key, None)
     else:
         entries[key] = value
+
+
+class _CachedRoot(StoredMemoryObject):
+    """The root memory object over a ``CachedState`` (its ``memory_root``), whose ``get`` and
+    ``set`` of a plain value in a field the cache already holds read and write the cache
+    directly: what ``StoredMemoryObject``'s do through ``CachedState.get`` and ``put``, in
+    a third of the interpreter's steps. They are the bulk of a plain action's own work on
+    memory (``bench/RESULTS.md``). Anything else, and a root moved onto a buffer (the
+    state is then not a ``CachedState``), takes ``StoredMemoryObject``'s path."""
+
+    __slots__ = ()
+
+    def get(self, path: str) -> Any:
+        state = self.memory.state
+        if type(state) is CachedState and type(path) is str:
+            stored = state._cache.get(path, _NONE)
+            if type(stored) in IMMUTABLE and "." not in path:  # (a sentinel is not)
+                return stored
+        return super().get(path)
+
+    def set(self, path: str, value: Any) -> None:
+        state = self.memory.state
+        if type(state) is CachedState and type(value) in IMMUTABLE and type(path) is str:
+            cache = state._cache
+            marker = cache.get(ROOT)
+            current = cache.get(path, _ABSENT)
+            if (
+                type(marker) is ObjectMarker
+                and path in marker.fields  # (so neither empty nor dotted)
+                and current is not _ABSENT
+                and type(current) is not ObjectMarker
+            ):
+                # ``CachedState.put``, inlined.
+                undo = state._undo
+                if undo is not None and path not in undo:
+                    undo[path] = (current, state._dirty.get(path, _ABSENT))
+                cache[path] = _NONE if value is None else value
+                state._dirty[path] = value
+                return
+        super().set(path, value)

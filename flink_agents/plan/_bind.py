@@ -57,6 +57,10 @@ class BoundResource:
     provider: Callable[..., Any]
 
 
+Route = tuple[tuple[BoundAction, ...], bool]
+"""The actions an event type triggers, in plan order, and whether it is an output."""
+
+
 @dataclass
 class BoundPlan:
     """A plan with its code imported: what the run engine executes."""
@@ -64,13 +68,11 @@ class BoundPlan:
     plan: AgentPlan
     actions: tuple[BoundAction, ...]
     resources: dict[str, BoundResource]
-    routes: EventRoutes = field(init=False)
-    """Per event type: the actions it triggers, in plan order, and whether it is an
-    ``OutputEvent``; a dict filled on first sight of each type, so that routing a sent
-    event on the hot path is one dict lookup."""
-
-    def __post_init__(self) -> None:
-        self.routes = EventRoutes(self.actions)
+    routes: dict[type, Route] = field(init=False, default_factory=dict)
+    """``route``'s answers so far, by event type: routing a sent event on the hot path is
+    ``routes.get(type(event)) or route(type(event))``, one lookup in a plain dict, with
+    no ``isinstance`` through pydantic's ABC metaclass per event sent (see
+    ``bench/RESULTS.md`` on what such checks cost a Flink task)."""
 
     @property
     def name(self) -> str:
@@ -78,25 +80,17 @@ class BoundPlan:
 
     def actions_for(self, event_type: type) -> tuple[BoundAction, ...]:
         """Actions triggered by an event of ``event_type``, in plan order."""
-        return self.routes[event_type][0]
+        return self.route(event_type)[0]
 
-
-class EventRoutes(dict):
-    """``{event type: (actions triggered, is an OutputEvent)}``, each entry made when the
-    type is first looked up (``__missing__``): a lookup is then the dict's own, with no
-    ``isinstance`` through pydantic's ABC metaclass per event sent (see ``bench/RESULTS.md``
-    on what such checks cost a Flink task)."""
-
-    def __init__(self, actions: tuple[BoundAction, ...]) -> None:
-        super().__init__()
-        self._actions = actions
-
-    def __missing__(self, event_type: type) -> tuple[tuple[BoundAction, ...], bool]:
-        route = (
-            tuple(a for a in self._actions if issubclass(event_type, a.listen_to)),
-            issubclass(event_type, OutputEvent),
-        )
-        self[event_type] = route
+    def route(self, event_type: type) -> Route:
+        """The actions an event of ``event_type`` triggers, in plan order, and whether it
+        is an ``OutputEvent`` (kept in ``routes``)."""
+        route = self.routes.get(event_type)
+        if route is None:
+            route = self.routes[event_type] = (
+                tuple(a for a in self.actions if issubclass(event_type, a.listen_to)),
+                issubclass(event_type, OutputEvent),
+            )
         return route
 
 

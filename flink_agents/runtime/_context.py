@@ -99,28 +99,19 @@ class ActionServices:
 class ActionContext(RunnerContext):
     """Buffers one action's memory writes and events until the engine commits them.
 
-    One is made per action execution, on the hot path: what most executions never touch
-    (a recorder, an id minter, memory buffers, sub-runs) starts as a class-level default
-    and is set on the instance only when used."""
+    One is made per action execution, on the hot path. What the engine reads after every
+    execution is set on the instance by ``__init__``, even when empty: Python 3.11 looks
+    an attribute that is only a class-level default up through the class hierarchy on
+    every read, which costs a Flink task far more than the store (``bench/RESULTS.md``).
+    What only some executions use (memory buffers, sub-runs) stays a class-level default,
+    set on the instance when used."""
 
-    # Per-execution state that starts empty: class-level defaults, shadowed on first use.
     last_call_replayed = False
     """Whether the latest durable call was answered from the action log (built-in
     actions count a model's tokens only when it was really called)."""
-    infrastructure_error: Exception | None = None
-    """A failure of the action log met by a sub-run of this action: the job fails,
-    even if the action caught it."""
-    recorder: CallRecorder | None = None
-    """Records durable calls in the action log: made by the first durable call (None:
-    no call yet, or no log and calls just run)."""
-    sent: Sequence[Event] = ()
-    """The events sent so far (a list once one is sent)."""
     _sub_calls = 0
-    _ids: IdMinter | None = None
     _sensory_buffer: BufferedState | None = None
     _short_term_buffer: BufferedState | None = None
-    _sensory_root: MemoryObject | None = None
-    _short_term_root: MemoryObject | None = None
 
     def __init__(
         self,
@@ -143,6 +134,20 @@ class ActionContext(RunnerContext):
         self.origin = origin
         """Run sequence, step and action name this execution is recorded under."""
         self._retried = retried
+        self.recorder: CallRecorder | None = None
+        """Records durable calls in the action log: made by the first durable call (None:
+        no call yet, or no log and calls just run)."""
+        self.sent: list[Event] = []
+        """The events sent so far."""
+        self.infrastructure_error: Exception | None = None
+        """A failure of the action log met by a sub-run of this action: the job fails,
+        even if the action caught it."""
+        self.wrote_outside = False
+        """Whether this execution minted ids for writes outside Flink state (long-term
+        memory, knowledge, external ids)."""
+        self._ids: IdMinter | None = None
+        self._sensory_root: MemoryObject | None = None
+        self._short_term_root: MemoryObject | None = None
 
     def call_recorder(self) -> CallRecorder | None:
         """The recorder of this execution's durable calls, made on first use (None without
@@ -150,12 +155,6 @@ class ActionContext(RunnerContext):
         if self.recorder is None and self._services.recorder is not None:
             self.recorder = self._services.recorder(self._key, *self.origin, self._retried)
         return self.recorder
-
-    @property
-    def wrote_outside(self) -> bool:
-        """Whether this execution minted ids for writes outside Flink state (long-term
-        memory, knowledge, external ids)."""
-        return self._ids is not None
 
     def landing(self) -> Future[None] | None:
         """None once everything this execution wrote outside Flink state is stored; else a
@@ -172,6 +171,7 @@ class ActionContext(RunnerContext):
             if identity is not None:
                 identity = partial(identity, self._key, *self.origin)
             self._ids = IdMinter(identity)
+            self.wrote_outside = True
         return self._ids
 
     @property
@@ -181,10 +181,7 @@ class ActionContext(RunnerContext):
     def send_event(self, event: Event) -> None:
         if type(event) not in _SENDABLE:
             _check_sendable(event)
-        if self.sent:
-            self.sent.append(event)
-        else:
-            self.sent = [event]
+        self.sent.append(event)
 
     @property
     def sensory_memory(self) -> MemoryObject:
@@ -353,7 +350,10 @@ class DirectActionContext(ActionContext):
     runs back to back (``RunEngine.run_plain``), which then ``apply_writes`` (keeps them)
     or ``rollback``s. What needs the writes as buffers (their deltas, a sub-run, an
     action that turns out to need the engine's full path) first turns it into an ordinary
-    ``ActionContext`` with the writes so far moved into its buffers (``buffered``)."""
+    ``ActionContext`` with the writes so far moved into its buffers (``buffered``).
+
+    Its memory objects are the maps' shared roots (``CachedState.memory_root``): the
+    plain actions of a key, one after another, read and write through the same ones."""
 
     _sensory: CachedState
     _short_term: CachedState
@@ -362,14 +362,14 @@ class DirectActionContext(ActionContext):
     def sensory_memory(self) -> MemoryObject:
         root = self._sensory_root
         if root is None:
-            root = self._sensory_root = _direct_root(self._sensory)
+            root = self._sensory_root = self._sensory.begin()  # writes recorded from now on
         return root
 
     @property
     def short_term_memory(self) -> MemoryObject:
         root = self._short_term_root
         if root is None:
-            root = self._short_term_root = _direct_root(self._short_term)
+            root = self._short_term_root = self._short_term.begin()
         return root
 
     def apply_writes(self) -> bool:
@@ -408,17 +408,6 @@ class DirectActionContext(ActionContext):
 
     def deltas(self) -> tuple[MemoryDelta, MemoryDelta]:
         return self.buffered().deltas()
-
-
-def _direct_root(state: CachedState) -> MemoryObject:
-    """The root memory object over ``state`` for a ``DirectActionContext``, writes recorded
-    from now on (``begin``): made once per state and shared by the plain actions that
-    follow, which keep no memory object past their execution."""
-    state.begin()
-    root = state.memory_root
-    if root is None:
-        root = state.memory_root = FlatMemory(state).root()
-    return root
 
 
 class _Call:

@@ -28,7 +28,7 @@ import itertools
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
@@ -95,6 +95,31 @@ class _KeyCache:
         """This driver registered the key's end-of-input timer (it fires once, at the end)."""
 
 
+def _flush(
+    control: KeyControl, state: KeyState, sensory: CachedState, short_term: CachedState
+) -> None:
+    """Write what a callback changed to the key's state (``_drive``'s ``finally``). (A
+    function: a static method called through the driver is not specialized.)"""
+    sensory.flush()
+    short_term.flush()
+    state.set_control(control)
+
+
+class _CallTimes:
+    """Per action, what a driver has seen of how long its durable calls take. (One object
+    rather than three attributes of the driver: see ``KeyDriver``.)"""
+
+    __slots__ = ("expected_ms", "overshoot_ms", "timed")
+
+    def __init__(self) -> None:
+        self.expected_ms: dict[str, float] = {}
+        """A moving average of how long the action's calls take to finish."""
+        self.timed: dict[str, int] = {}
+        """How many of the action's calls ``expected_ms`` has seen (up to a few)."""
+        self.overshoot_ms: dict[str, float] = {}
+        """A moving average of how far past ``expected_ms`` the action's calls end."""
+
+
 class _Polling:
     """How a parked run is being polled: checks so far, when its call should end, and
     whether to check once early (a call that ends at once) before that."""
@@ -148,6 +173,10 @@ class Timers(Protocol):
 class KeyDriver:
     """Runs an agent's runs for any number of keys; see the module docstring.
 
+    It keeps fewer than 30 attributes: from 30 on, Python 3.11 keeps an object's attributes
+    in a dict of its own, and reads them, and the driver's methods, through it, on every
+    record (``bench/RESULTS.md``).
+
     Args:
         engine: the run engine (plan, options, action journal).
         errors: the channel error records are emitted on, as ``(errors, record)``.
@@ -173,12 +202,7 @@ class KeyDriver:
         """Notified (on an executor thread) whenever a call leaves ``_in_flight``; guards it."""
         self._calls_ended = 0
         self._polls: dict[Any, _Polling] = {}
-        self._expected_ms: dict[str, float] = {}
-        """Per action, a moving average of how long its durable calls take to finish."""
-        self._calls_timed: dict[str, int] = {}
-        """Per action, how many of its calls ``_expected_ms`` has seen (up to a few)."""
-        self._overshoot_ms: dict[str, float] = {}
-        """Per action, a moving average of how far past ``_expected_ms`` its calls end."""
+        self._call_times = _CallTimes()
         self._due: dict[Any, list[int]] = {}
         """Per key, the processing-time timers this driver registered that have not fired
         yet, latest first (so the next to fire is last)."""
@@ -197,10 +221,14 @@ class KeyDriver:
         """When (``time.monotonic()``) every place for a call was last seen taken."""
         self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
         self._until_prune = 1  # records until the next ``maybe_prune`` (the first asks)
-        self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
-        """Recently seen keys, least recent first, at most ``state-cache-keys`` of them.
+        self._keys: dict[Any, _KeyCache] = {}
+        """Recently seen keys, at most ``state-cache-keys`` of them: in the order first
+        seen until there are that many, then least recently seen first (a key seen again
+        moves to the end only once the cache is full, when keys are evicted: a plain dict
+        rather than an ``OrderedDict``, whose methods Python 3.11 does not specialize).
         Only this driver writes its keys' state (a new attempt or a restore builds a new
         driver), so what it last wrote or read is what the state holds."""
+        self._keys_limit = self.options.state_cache_keys
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
         self.ready: deque[tuple[Any, Any, float]] | None = None
@@ -230,11 +258,12 @@ class KeyDriver:
                 if pruned:
                     self.metrics.log_pruned(pruned)
         # ``_known`` and ``_control``, inlined for a key seen before (once per record).
-        known = self._keys.get(key)
+        keys = self._keys
+        known = keys.get(key)
         if known is None:
             known = self._known(key)  # a new key (or none: no cache)
-        else:
-            self._keys.move_to_end(key)
+        elif len(keys) >= self._keys_limit:
+            keys[key] = keys.pop(key)  # the most recent now (``_known``)
         control = known.control if known is not None else None
         if control is None:
             control = self._control(key, state, known)
@@ -267,7 +296,7 @@ class KeyDriver:
                 key, control.sequence, record, sensory, short_term
             )
         except BaseException:
-            self._flush(control, state, sensory, short_term)
+            _flush(control, state, sensory, short_term)
             raise
         self.steps += steps
         if run is not None:
@@ -278,17 +307,8 @@ class KeyDriver:
                 )
             self.metrics.run_succeeded()
             engine.end(run, sensory)
-        self._flush(control, state, sensory, short_term)
+        _flush(control, state, sensory, short_term)
         return outputs
-
-    @staticmethod
-    def _flush(
-        control: KeyControl, state: KeyState, sensory: CachedState, short_term: CachedState
-    ) -> None:
-        """Write what a callback changed to the key's state (``_drive``'s ``finally``)."""
-        sensory.flush()
-        short_term.flush()
-        state.set_control(control)
 
     def _queue(
         self, key: Any, record: Any, control: KeyControl, state: KeyState, timers: Timers
@@ -531,7 +551,7 @@ class KeyDriver:
                 run = self._start(key, control, state.pop_pending())
         finally:  # Flink's state is complete whenever this callback returns
             # (nothing to do for a map the callback did not change)
-            self._flush(control, state, sensory, short_term)
+            _flush(control, state, sensory, short_term)
             if known is not None:
                 known.control = control
                 # (A resumed run's maps: those it parked with, which may predate the entry.)
@@ -542,7 +562,7 @@ class KeyDriver:
     def _known(self, key: Any) -> _KeyCache | None:
         """The key's cache entry, made (evicting the least recent key) if new; None when
         ``state-cache-keys`` is 0."""
-        limit = self.options.state_cache_keys
+        limit = self._keys_limit
         if not limit:
             return None
         keys = self._keys
@@ -550,9 +570,9 @@ class KeyDriver:
         if known is None:
             known = keys[key] = _KeyCache()
             if len(keys) > limit:
-                keys.popitem(last=False)
-        else:
-            keys.move_to_end(key)
+                del keys[next(iter(keys))]
+        elif len(keys) >= limit:
+            keys[key] = keys.pop(key)
         return known
 
     def _control(
@@ -659,10 +679,8 @@ class KeyDriver:
         started = self._parked_at = time.monotonic()
         if not self.has_free_slot():
             self._full_at = started
-        expected = self._expected_ms
-
-        timed = self._calls_timed
-        overshoot = self._overshoot_ms
+        times = self._call_times
+        expected, timed, overshoot = times.expected_ms, times.timed, times.overshoot_ms
         ready = self.ready
         key, handle = run.key, None if ready is None else self._key_handle()
 
@@ -707,7 +725,7 @@ class KeyDriver:
             self._first_check_ms(action),
             # Once the action has shown its latency, a call that ends within the first
             # interval would be a first: skip that check (a callback per run).
-            check_early=self._calls_timed.get(action, 0) < _STEADY_AFTER_CALLS,
+            check_early=self._call_times.timed.get(action, 0) < _STEADY_AFTER_CALLS,
         )
         self._polls[run.key] = polling
         if ready is None:
@@ -719,16 +737,16 @@ class KeyDriver:
 
     def _first_check_ms(self, action: str) -> float | None:
         """When, after it parks, to check a run of ``action`` first, if its calls have shown
-        how long they take: the earliest they have recently ended (``_expected_ms``) plus
+        how long they take: the earliest they have recently ended (``expected_ms``) plus
         twice how far past it they end on average, so that a steady action's runs are
         mostly resumed by that one check rather than by the backoff step after it (each
         check is a timer, a Python callback); the margin is at most a twentieth of the
         expected time (or one poll interval), so an action of varied latency keeps
         resuming its quick calls early."""
-        expected = self._expected_ms.get(action)
+        expected = self._call_times.expected_ms.get(action)
         if expected is None:
             return None
-        past = self._overshoot_ms.get(action)
+        past = self._call_times.overshoot_ms.get(action)
         if not past:
             return expected
         return expected + min(2 * past, max(self.options.async_poll_interval_ms, expected / 20))

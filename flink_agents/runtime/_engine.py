@@ -609,8 +609,8 @@ class RunEngine:
             action is for ``step``), ``(_FAILED, context, error)`` or
             ``(_UNUSUAL, context, result)`` (an action that needs ``step``'s path).
         """
-        configs, services, routes = self._configs, self._services, self.plan.routes
-        action_completed, max_steps = self.metrics.action_completed, self.max_steps
+        configs, services, max_steps = self._configs, self._services, self.max_steps
+        routes, route, metrics = self.plan.routes, self.plan.route, self.metrics
         # Over the driver's caches, writes go straight into the maps, undone on failure.
         direct = type(sensory) is CachedState and type(short_term) is CachedState
         make_context = DirectActionContext if direct else ActionContext
@@ -632,8 +632,9 @@ class RunEngine:
                 retried,
             )
             retried = False
+            function = action.function  # (a call through the attribute is not specialized)
             try:
-                result = action.function(event, context)
+                result = function(event, context)
             except Exception as error:
                 return done, outputs, written, (_FAILED, context, error)
             except BaseException:
@@ -652,12 +653,13 @@ class RunEngine:
             done += 1
             sent = context.sent
             for sent_event in sent:
-                listeners, is_output = routes[type(sent_event)]
+                kind = type(sent_event)
+                listeners, is_output = routes.get(kind) or route(kind)
                 if is_output:
                     outputs.append(sent_event.output)
                 for listener in listeners:
                     queue.append((listener, sent_event))
-            action_completed(name, len(sent), False)
+            metrics.action_completed(name, len(sent), False)
         return done, outputs, written, None
 
     @staticmethod
@@ -1037,21 +1039,20 @@ class RunEngine:
         run.steps += 1
         run.attempts = 0
         outputs = []
-        queue, routes = run.queue, self.plan.routes
         for event in events:
-            listeners, is_output = routes[type(event)]
-            if is_output:
+            if self._enqueue(run, event):
                 outputs.append(event.output)
-            for listener in listeners:
-                queue.append(PendingAction(listener.name, event))
         return StepResult(
             action, run.steps, sensory_delta, short_term_delta, tuple(events), tuple(outputs)
         )
 
-    def _enqueue(self, run: RunState, event: Event) -> None:
+    def _enqueue(self, run: RunState, event: Event) -> bool:
+        """Queue the actions ``event`` triggers in ``run``; whether it is an output."""
         queue = run.queue
-        for action in self.plan.actions_for(type(event)):
-            queue.append(PendingAction(action.name, event))
+        listeners, is_output = self.plan.route(type(event))
+        for listener in listeners:
+            queue.append(PendingAction(listener.name, event))
+        return is_output
 
     @staticmethod
     def _failure(

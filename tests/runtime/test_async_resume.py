@@ -137,8 +137,8 @@ def test_without_the_key_cache_the_end_timer_is_registered_at_every_park(driver)
 
 def test_once_the_latency_is_known_the_first_check_is_at_the_expected_end(driver):
     d = driver()
-    d._expected_ms["call"] = 200.0
-    d._calls_timed["call"] = 8  # as if eight calls had shown it
+    d._call_times.expected_ms["call"] = 200.0
+    d._call_times.timed["call"] = 8  # as if eight calls had shown it
     state, timers = LocalKeyState(), RecordingTimers(now=1000)
     list(d.on_record("k", "a", state, timers))
     assert timers.wakes == [1200]  # no check at 1005 first

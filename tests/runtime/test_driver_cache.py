@@ -161,6 +161,24 @@ def test_without_the_cache_or_after_an_eviction_state_is_read_with_the_same_resu
         assert state.stored == cached_states[key].stored
 
 
+def test_a_full_cache_evicts_the_key_seen_least_recently():
+    engine = RunEngine(
+        bind_plan(to_plan(CounterAgent)),
+        AgentOptions(state_cache_keys=2, action_log="none"),
+    )
+    driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
+    states = {key: CountingKeyState() for key in "abc"}
+    outputs = []
+    # "a" is seen again after "b": "c" then evicts "b", the least recent, not "a".
+    for n, key in enumerate("abacab"):
+        outputs.extend(driver.on_record(key, n, states[key], Clock()))
+    engine.close()
+    assert states["a"].control_reads == 1  # cached from its first record on
+    assert states["b"].control_reads == 2  # read again after its eviction
+    assert states["c"].control_reads == 1
+    assert [output[1] for output in outputs] == [1, 1, 2, 1, 3, 2]  # counts kept throughout
+
+
 def test_the_option_is_validated():
     with pytest.raises(ValueError, match=r"state-cache-keys|state_cache_keys"):
         AgentOptions(state_cache_keys=-1)

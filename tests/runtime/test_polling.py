@@ -73,7 +73,7 @@ def test_without_an_estimate_a_parked_run_is_polled_with_a_doubling_backoff():
         assert outputs == ["A"]
         assert timers.now == 125  # 5, 15, 35, 75, 125: resumed 5 ms after its end at best
         # What the call took (in real time) is now the action's expected duration.
-        assert 0 < driver._expected_ms["call"] < 10_000
+        assert 0 < driver._call_times.expected_ms["call"] < 10_000
     finally:
         release_all()
         driver.engine.close()
@@ -81,7 +81,7 @@ def test_without_an_estimate_a_parked_run_is_polled_with_a_doubling_backoff():
 
 def test_the_expected_end_is_checked_between_backoff_steps_then_the_backoff_restarts():
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._expected_ms["call"] = 200.0  # as if the action's calls took 200 ms
+    driver._call_times.expected_ms["call"] = 200.0  # as if the action's calls took 200 ms
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["c"] = threading.Event()
     try:
@@ -99,7 +99,7 @@ def test_the_expected_end_is_checked_between_backoff_steps_then_the_backoff_rest
 
 def test_a_call_that_ends_on_time_is_resumed_at_its_expected_end():
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._expected_ms["call"] = 200.0
+    driver._call_times.expected_ms["call"] = 200.0
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["d"] = threading.Event()
     try:
@@ -119,9 +119,9 @@ def test_the_expected_end_allows_for_how_late_calls_usually_end(overshoot, first
     twice that later, at most a twentieth of the expected time later (400 ms: 20 ms), on
     the 5 ms grid: a call that ends there is resumed by one check, not three."""
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._expected_ms["call"] = 400.0
-    driver._overshoot_ms["call"] = overshoot
-    driver._calls_timed["call"] = 8  # a steady latency: no early check
+    driver._call_times.expected_ms["call"] = 400.0
+    driver._call_times.overshoot_ms["call"] = overshoot
+    driver._call_times.timed["call"] = 8  # a steady latency: no early check
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["e"] = threading.Event()
     try:
@@ -136,7 +136,7 @@ def test_the_expected_end_allows_for_how_late_calls_usually_end(overshoot, first
 
 def test_how_late_calls_end_is_learned_from_the_calls():
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._expected_ms["call"] = 1.0
+    driver._call_times.expected_ms["call"] = 1.0
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["f"] = threading.Event()
     try:
@@ -144,10 +144,10 @@ def test_how_late_calls_end_is_learned_from_the_calls():
         time.sleep(0.02)  # the call takes at least 20 ms: at least 19 past the estimate
         RELEASE["f"].set()
         wait([driver.parked["k"][1].future])
-        until(lambda: "call" in driver._overshoot_ms)  # its done-callback comes after
-        assert driver._overshoot_ms["call"] >= 19
+        until(lambda: "call" in driver._call_times.overshoot_ms)  # its done-callback comes after
+        assert driver._call_times.overshoot_ms["call"] >= 19
         # At most one poll interval past the (updated) estimate, at this short a latency.
-        assert driver._first_check_ms("call") == driver._expected_ms["call"] + 5
+        assert driver._first_check_ms("call") == driver._call_times.expected_ms["call"] + 5
     finally:
         release_all()
         driver.engine.close()
