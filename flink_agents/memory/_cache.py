@@ -255,23 +255,23 @@ class _CachedRoot(StoredMemoryObject):
     def get(self, path: str) -> Any:
         state = self.memory.state
         if type(state) is CachedState and type(path) is str:
+            # A dotted path is a stored key too: what ``FlatMemory.read`` would read. (A
+            # sentinel is not IMMUTABLE; nor is an object, which the general path makes.)
             stored = state._cache.get(path, _NONE)
-            if type(stored) in IMMUTABLE and "." not in path:  # (a sentinel is not)
+            if type(stored) in IMMUTABLE:
                 return stored
         return super().get(path)
 
     def set(self, path: str, value: Any) -> None:
         state = self.memory.state
-        if type(state) is CachedState and type(value) in IMMUTABLE and type(path) is str:
+        if type(state) is CachedState and type(value) in IMMUTABLE:
             cache = state._cache
             marker = cache.get(ROOT)
-            current = cache.get(path, _ABSENT)
-            if (
-                type(marker) is ObjectMarker
-                and path in marker.fields  # (so neither empty nor dotted)
-                and current is not _ABSENT
-                and type(current) is not ObjectMarker
-            ):
+            if type(marker) is ObjectMarker and path in marker.fields:  # one existing field
+                current = cache.get(path, _ABSENT)
+            else:
+                current = _ABSENT
+            if current is not _ABSENT and type(current) is not ObjectMarker:
                 # ``CachedState.put``, inlined.
                 undo = state._undo
                 if undo is not None and path not in undo:

@@ -14,8 +14,11 @@ from pydantic import BaseModel
 from flink_agents.api._errors import MemoryValueError
 
 _IMMUTABLE = (type(None), bool, int, float, str, bytes)
-IMMUTABLE = frozenset(_IMMUTABLE)
-"""The value types stored and read as they are (exactly these types, not subclasses)."""
+IMMUTABLE = dict.fromkeys(_IMMUTABLE, True)
+"""The value types stored and read as they are (exactly these types, not subclasses). A
+dict, for ``type(value) in IMMUTABLE``: the interpreter's dict lookup is in use all the
+time, where a frozenset's has to come back into the CPU's caches first, on every record
+of a Flink task (``bench/RESULTS.md``)."""
 _ALLOWED = (
     "memory values must be None, bool, int, float, str, bytes, lists and str-keyed dicts "
     "of those, or pydantic models"

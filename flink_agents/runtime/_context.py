@@ -37,11 +37,11 @@ NO_CHANGE = MemoryDelta()
 """The delta of a memory tier an action never touched (shared: deltas are never mutated)."""
 
 
-_SENDABLE: set[type] = set()
-"""The event types ``send_event`` has accepted: a set lookup per event sent, rather than
+_SENDABLE: dict[type, bool] = {}
+"""The event types ``send_event`` has accepted: a dict lookup per event sent, rather than
 two ``isinstance`` checks through pydantic's ABC metaclass (0.3 us each in a loop, 2-3 us
 with the CPU caches emptied between calls, as the JVM's work between two records of a
-Flink task empties them: ``bench/RESULTS.md``)."""
+Flink task empties them: ``bench/RESULTS.md``). (A dict, not a set: see ``IMMUTABLE``.)"""
 
 
 def _check_sendable(event: Any) -> None:
@@ -50,7 +50,7 @@ def _check_sendable(event: Any) -> None:
         raise TypeError(f"send_event takes an Event, got {type(event).__name__}")
     if isinstance(event, InputEvent):
         raise FlinkAgentsError("actions cannot send an InputEvent: the framework creates it")
-    _SENDABLE.add(type(event))
+    _SENDABLE[type(event)] = True
 
 
 class ActionServices:

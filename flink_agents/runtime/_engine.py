@@ -524,12 +524,17 @@ class RunEngine:
             ActionLogError: the action log failed (the job fails).
         """
         journal = self.journal
-        if journal is not None:
+        if journal is None:
+            self.metrics.run_started(1)  # ``_input_event``, inlined
+            event = input_event(record)
+        else:
             journal.check()
             if journal.may_replay(key, sequence):  # ``step`` replays the run's records
                 return 0, [], self.start(key, sequence, record), None
-        event = self._input_event(key, sequence, record)
-        queue = [(action, event) for action in self._input_actions]
+            event = self._input_event(key, sequence, record)
+        inputs = self._input_actions
+        # (A comprehension is a function call of its own in Python 3.11.)
+        queue = [(inputs[0], event)] if len(inputs) == 1 else [(a, event) for a in inputs]
         done, outputs, written, stop = self._plain_actions(
             key, sequence, queue, 0, False, sensory, short_term
         )
