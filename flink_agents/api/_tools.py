@@ -7,7 +7,6 @@ model's arguments against the same pydantic model before running the function.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -46,6 +45,8 @@ def awaited(result: Any) -> Any:
     cannot be started inside another. For tools and durable calls."""
     if not inspect.iscoroutine(result):
         return result
+    import asyncio  # here: importing it cost a Flink operator's start ~40 ms (bench/RESULTS.md)
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: no loop runs on this thread

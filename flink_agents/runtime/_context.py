@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flink_agents.api._context import RunnerContext
 from flink_agents.api._errors import FlinkAgentsError
@@ -26,11 +26,13 @@ from flink_agents.memory import (
     MemoryDelta,
     StateMap,
 )
-from flink_agents.runtime._call_loop import CallLoop
 from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot, function_id
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
+
+if TYPE_CHECKING:  # (it imports asyncio: a Flink operator's start need not)
+    from flink_agents.runtime._call_loop import CallLoop
 
 T = TypeVar("T")
 NO_CHANGE = MemoryDelta()

@@ -20,8 +20,6 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.memory import DictState, FlatMemory, to_dict
@@ -376,6 +374,8 @@ class LocalAgentBuilder(AgentBuilder):
             raise
         finally:  # async calls end, compactions finish and the vector store is released
             runner.engine.close()
+            from rich.console import Console  # (only here: a Flink operator never needs it)
+
             Console(stderr=True).print(runner.metrics.render(f"{runner.plan.name}: metrics"))
         self._ran = True
         return runner

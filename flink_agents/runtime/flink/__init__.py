@@ -1,4 +1,11 @@
-"""The Flink runner: the dispatcher operator and the execution environment around it."""
+"""The Flink runner: the dispatcher operator and the execution environment around it.
+
+The environment and the job builder are imported on first use: a Flink operator imports
+this package to run the dispatcher, and needs neither (nor PyFlink's Table API, which the
+environment imports: about 50 ms more before a job's first output, ``bench/RESULTS.md``).
+"""
+
+from typing import Any
 
 from flink_agents.runtime.flink._dispatcher import (
     DRAIN_TIMESTAMP,
@@ -6,8 +13,25 @@ from flink_agents.runtime.flink._dispatcher import (
     MEMORY_TAG,
     AgentDispatcher,
 )
-from flink_agents.runtime.flink._environment import FlinkAgentBuilder, FlinkExecutionEnvironment
-from flink_agents.runtime.flink._job import JobPaths, build_agent_job, read_json_files
+
+_LAZY = {
+    "FlinkAgentBuilder": "flink_agents.runtime.flink._environment",
+    "FlinkExecutionEnvironment": "flink_agents.runtime.flink._environment",
+    "JobPaths": "flink_agents.runtime.flink._job",
+    "build_agent_job": "flink_agents.runtime.flink._job",
+    "read_json_files": "flink_agents.runtime.flink._job",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "DRAIN_TIMESTAMP",
