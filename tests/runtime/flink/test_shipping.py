@@ -91,3 +91,30 @@ def test_a_fresh_process_unpickles_every_operator_on_many_threads_at_once():
             timeout=120,
         )
         assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
+
+def test_the_dispatcher_imports_nothing_an_operator_does_not_need():
+    # An operator's imports delay a job's first output: neither the environment (with
+    # PyFlink's Table API) nor asyncio nor rich, none of which the dispatcher uses.
+    code = textwrap.dedent(
+        """
+        import sys
+        import flink_agents.runtime.flink._dispatcher
+        print(sorted(m for m in (
+            "pyflink.table", "asyncio", "rich", "flink_agents.runtime.flink._environment",
+            "flink_agents.runtime.flink._job", "flink_agents.runtime._call_loop",
+        ) if m in sys.modules))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_the_flink_runner_still_exports_its_environment_and_job_builder():
+    import flink_agents.runtime.flink as flink_runner
+
+    assert flink_runner.FlinkExecutionEnvironment.__name__ == "FlinkExecutionEnvironment"
+    assert callable(flink_runner.build_agent_job)
+    assert set(flink_runner.__all__) <= set(dir(flink_runner)) | set(flink_runner._LAZY)
