@@ -92,6 +92,40 @@ def input_event(record: Any, event_id: UUID | None = None) -> InputEvent:
     return event
 
 
+def packed_event(event: Event) -> tuple[type[Event], dict[str, Any], tuple[str, ...]] | None:
+    """``event`` as plain values: its class, its field values (the id as its 128-bit
+    integer) and the names of the fields set. It pickles in about a third of the time the
+    model does: a model and its UUID each pickle through Python code (``__getstate__``,
+    ``copyreg``), about 8 us of a completed action's 13 in the action log. None for an
+    event that holds more than its fields (extra or private attributes) or whose id is not
+    a plain ``UUID``: keep the model itself then. ``unpacked_event`` makes it back."""
+    fields = event.__dict__
+    event_id = fields.get("id")
+    if (
+        type(event_id) is not UUID
+        or event.__pydantic_extra__ is not None
+        or event.__pydantic_private__ is not None
+    ):
+        return None
+    packed = dict(fields)  # in field order, the id's place kept
+    packed["id"] = event_id.int
+    return type(event), packed, tuple(event.__pydantic_fields_set__)
+
+
+def unpacked_event(packed: tuple[type[Event], dict[str, Any], tuple[str, ...]]) -> Event:
+    """The event ``packed_event`` made ``packed`` of, equal to the original (as unpickling
+    the model makes it: no validation)."""
+    cls, fields, fields_set = packed
+    fields = dict(fields)
+    fields["id"] = UUID(int=fields["id"])
+    event = _new_object(cls)
+    _set_fields(event, fields)
+    _set_fields_set(event, set(fields_set))
+    _set_extra(event, None)
+    _set_private(event, None)
+    return event
+
+
 class OutputEvent(Event):
     """Sent by an action to emit ``output`` as an output record of the run."""
 
