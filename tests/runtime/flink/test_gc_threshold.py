@@ -6,6 +6,7 @@ interpreter is the TaskManager's, shared with every other Python operator and jo
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -65,38 +66,38 @@ class _Dispatcher:
     """Stands for a dispatcher: the threshold keeps its open ones weakly."""
 
 
-def test_the_threshold_is_restored_when_the_last_open_dispatcher_closes():
-    own = gc.get_threshold()
+@pytest.fixture
+def own() -> Iterator[tuple[int, int, int]]:
+    """This interpreter's thresholds, set back after the test whatever it did."""
+    thresholds = gc.get_threshold()
+    yield thresholds
+    gc.set_threshold(*thresholds)
+
+
+def test_the_threshold_is_restored_when_the_last_open_dispatcher_closes(own):
     young = _YoungGenerationThreshold()
     first, second = _Dispatcher(), _Dispatcher()
-    try:
-        young.raise_threshold(first)
-        young.raise_threshold(second)
-        assert gc.get_threshold() == (max(own[0], YOUNG), *own[1:])
-        assert young.own_threshold() == own
-        young.restore_threshold(first)
-        assert gc.get_threshold()[0] == max(own[0], YOUNG)
-        young.restore_threshold(second)
-        assert gc.get_threshold() == own
-    finally:
-        gc.set_threshold(*own)
+    young.raise_threshold(first)
+    young.raise_threshold(second)
+    assert gc.get_threshold() == (max(own[0], YOUNG), *own[1:])
+    assert young.own_threshold() == own
+    young.restore_threshold(first)
+    assert gc.get_threshold()[0] == max(own[0], YOUNG)
+    young.restore_threshold(second)
+    assert gc.get_threshold() == own
 
 
-def test_a_dispatcher_that_never_closed_does_not_keep_it_raised():
+def test_a_dispatcher_that_never_closed_does_not_keep_it_raised(own):
     """A failed job's dispatcher is never closed: once it is gone, the next one to close
     restores the interpreter's thresholds."""
-    own = gc.get_threshold()
     young = _YoungGenerationThreshold()
     lost, closing = _Dispatcher(), _Dispatcher()
-    try:
-        young.raise_threshold(lost)
-        young.raise_threshold(closing)
-        del lost
-        gc.collect()
-        young.restore_threshold(closing)
-        assert gc.get_threshold() == own
-    finally:
-        gc.set_threshold(*own)
+    young.raise_threshold(lost)
+    young.raise_threshold(closing)
+    del lost
+    gc.collect()
+    young.restore_threshold(closing)
+    assert gc.get_threshold() == own
 
 
 pytestmark = pytest.mark.flink
