@@ -24,8 +24,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 
-from flink_agents.integrations.vector_stores import point_id
-
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://flink-agents/action-log")
 """The UUID5 namespace of external ids; changing it changes every id ever handed out."""
 
@@ -76,6 +74,9 @@ class IdMinter:
         if identity is None:
             return [str(uuid.uuid4()) for _ in range(count)]
         first = self._take((scope, name), count)
+        # Imported here: only agents that write to a store need the vector store package.
+        from flink_agents.integrations.vector_stores import point_id
+
         return [point_id(*identity, scope, name, first + n) for n in range(count)]
 
     def external_id(self) -> str:
@@ -138,4 +139,6 @@ def knowledge_document_id(set_name: str, document_id: str) -> str:
     Loading a document again (the same file, or an edited one) overwrites its point: ids
     come from the set and the document, never from who loads it or when.
     """
+    from flink_agents.integrations.vector_stores import point_id  # see ``point_ids``
+
     return point_id("knowledge-document", set_name, document_id)

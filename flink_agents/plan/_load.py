@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from flink_agents.api._errors import PlanError
@@ -63,6 +62,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def plan_from_yaml(text: str, file: str | None = None) -> AgentPlan:
     """Parse, validate and bind a plan written as YAML."""
+    import yaml  # here: a Flink operator reads its plan as JSON, and starts sooner without
+
     try:
         data = yaml.safe_load(text)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -115,6 +116,8 @@ def save_plan(plan: AgentPlan, path: str | Path) -> Path:
 def _first_duplicate_key(node: Any, loc: list[Any]) -> tuple[list[Any], int, int] | None:
     """The first key written twice in one YAML mapping (``yaml.safe_load`` silently keeps
     the last): its location, and the lines of both."""
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         seen: dict[tuple[str, str], int] = {}
         for key_node, value_node in node.value:

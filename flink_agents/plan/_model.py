@@ -10,7 +10,6 @@ import json
 import re
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -96,6 +95,8 @@ class AgentPlan(_Frozen):
         return self.model_dump_json(indent=2)
 
     def to_yaml(self) -> str:
+        import yaml  # here: only the client writes YAML (see ``plan_from_yaml``)
+
         return yaml.safe_dump(
             json.loads(self.model_dump_json()), sort_keys=False, allow_unicode=True
         )

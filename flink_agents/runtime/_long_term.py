@@ -16,17 +16,19 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.api._resources import ResourceType
-from flink_agents.integrations.vector_stores import VectorStore, open_vector_store
 from flink_agents.memory import IdMinter
-from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
-from flink_agents.memory.long_term._batcher import EmbeddingBatcher
-from flink_agents.memory.long_term._sets import KeyedLongTermMemory
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
+
+if TYPE_CHECKING:  # imported on first use: most agents never open a store (start-up)
+    from flink_agents.integrations.vector_stores import VectorStore
+    from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
+    from flink_agents.memory.long_term._batcher import EmbeddingBatcher
+    from flink_agents.memory.long_term._sets import KeyedLongTermMemory
 
 API_KEY_ENV = "QDRANT_API_KEY"
 
@@ -43,6 +45,8 @@ def store_location(options: AgentOptions) -> str:
 def open_store(location: str) -> VectorStore:
     """The vector store at ``location`` (an embedded directory shared with this machine's other
     processes); a server's key comes from ``$QDRANT_API_KEY``, never from options or plans."""
+    from flink_agents.integrations.vector_stores import open_vector_store
+
     remote = location.startswith(("http://", "https://"))
     return open_vector_store(location, api_key=os.environ.get(API_KEY_ENV) if remote else None)
 
@@ -99,6 +103,9 @@ class LongTermProvider:
         with self._lock:
             if self._memory is not None:
                 return
+            from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
+            from flink_agents.memory.long_term._batcher import EmbeddingBatcher
+
             embedding = self._embedding()
             chat_name = self.options.long_term_memory_chat_model
             chat = self.resources.get(chat_name, ResourceType.CHAT_MODEL) if chat_name else None

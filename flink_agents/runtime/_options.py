@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -323,6 +322,8 @@ def _agent_section(path: Path) -> list[_Given]:
     Raises:
         FlinkAgentsError: the file cannot be read or parsed, or ``agent`` is not a mapping.
     """
+    import yaml  # here: a Flink operator takes its options from the plan, never from a file
+
     try:
         loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from flink_agents._lazy import lazy_attributes
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,
     ActionLog,
@@ -25,15 +26,17 @@ from flink_agents.runtime.action_log._base import (
     UnstorableValueError,
     redact_secrets,
 )
-from flink_agents.runtime.action_log._history import (
-    ActionEntry,
-    KeyHistory,
-    MemoryChange,
-    RunHistory,
-    key_history,
-)
 from flink_agents.runtime.action_log._ids import digest_args, external_id
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
+
+# A key's history (the CLI's ``history``) on first use: an operator never reads it.
+__getattr__ = lazy_attributes(
+    globals(),
+    dict.fromkeys(
+        ("ActionEntry", "KeyHistory", "MemoryChange", "RunHistory", "key_history"),
+        "flink_agents.runtime.action_log._history",
+    ),
+)
 
 __all__ = [
     "ActionEntry",

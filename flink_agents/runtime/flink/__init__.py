@@ -5,8 +5,7 @@ this package to run the dispatcher, and needs neither (nor PyFlink's Table API, 
 environment imports: about 50 ms more before a job's first output, ``bench/RESULTS.md``).
 """
 
-from typing import Any
-
+from flink_agents._lazy import lazy_attributes
 from flink_agents.runtime.flink._dispatcher import (
     DRAIN_TIMESTAMP,
     ERROR_TAG,
@@ -14,24 +13,16 @@ from flink_agents.runtime.flink._dispatcher import (
     AgentDispatcher,
 )
 
-_LAZY = {
-    "FlinkAgentBuilder": "flink_agents.runtime.flink._environment",
-    "FlinkExecutionEnvironment": "flink_agents.runtime.flink._environment",
-    "JobPaths": "flink_agents.runtime.flink._job",
-    "build_agent_job": "flink_agents.runtime.flink._job",
-    "read_json_files": "flink_agents.runtime.flink._job",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(
+    globals(),
+    {
+        "FlinkAgentBuilder": "flink_agents.runtime.flink._environment",
+        "FlinkExecutionEnvironment": "flink_agents.runtime.flink._environment",
+        "JobPaths": "flink_agents.runtime.flink._job",
+        "build_agent_job": "flink_agents.runtime.flink._job",
+        "read_json_files": "flink_agents.runtime.flink._job",
+    },
+)
 
 __all__ = [
     "DRAIN_TIMESTAMP",

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import cloudpickle
+import pytest
 
 from flink_agents._shipping import ShippedFunction
 from flink_agents.runtime._keys import ConstantKey, key_function
@@ -95,7 +96,9 @@ def test_a_fresh_process_unpickles_every_operator_on_many_threads_at_once():
 
 def test_the_dispatcher_imports_nothing_an_operator_does_not_need():
     # An operator's imports delay a job's first output: neither the environment (with
-    # PyFlink's Table API) nor asyncio nor rich, none of which the dispatcher uses.
+    # PyFlink's Table API) nor asyncio nor rich, none of which the dispatcher uses; nor the
+    # local runner, knowledge loading, long-term memory and its stores (imported when an
+    # action first touches them), nor YAML (a plan reaches the operator as JSON).
     code = textwrap.dedent(
         """
         import sys
@@ -103,6 +106,9 @@ def test_the_dispatcher_imports_nothing_an_operator_does_not_need():
         print(sorted(m for m in (
             "pyflink.table", "asyncio", "rich", "flink_agents.runtime.flink._environment",
             "flink_agents.runtime.flink._job", "flink_agents.runtime._call_loop",
+            "flink_agents.runtime._local", "flink_agents.runtime._knowledge_load",
+            "flink_agents.memory.long_term", "flink_agents.integrations.vector_stores",
+            "tenacity", "yaml", "flink_agents.runtime.action_log._history",
         ) if m in sys.modules))
         """
     )
@@ -112,9 +118,17 @@ def test_the_dispatcher_imports_nothing_an_operator_does_not_need():
     assert result.stdout.strip() == "[]", result.stdout
 
 
-def test_the_flink_runner_still_exports_its_environment_and_job_builder():
+def test_the_runners_still_export_what_they_import_on_first_use():
+    import flink_agents.runtime as local_runner
+    import flink_agents.runtime.action_log as action_log
     import flink_agents.runtime.flink as flink_runner
 
     assert flink_runner.FlinkExecutionEnvironment.__name__ == "FlinkExecutionEnvironment"
     assert callable(flink_runner.build_agent_job)
-    assert set(flink_runner.__all__) <= set(dir(flink_runner)) | set(flink_runner._LAZY)
+    assert local_runner.LocalRunner.__name__ == "LocalRunner"
+    assert callable(local_runner.load_knowledge)
+    for package in (local_runner, flink_runner, action_log):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, name
+        with pytest.raises(AttributeError, match=package.__name__):
+            package.no_such_name  # noqa: B018
