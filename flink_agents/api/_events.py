@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID, SafeUUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,6 +73,7 @@ _set_fields = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_E = TypeVar("_E", bound=Event)
 
 
 def input_event(record: Any, event_id: UUID | None = None) -> InputEvent:
@@ -80,13 +81,17 @@ def input_event(record: Any, event_id: UUID | None = None) -> InputEvent:
     event_id``) makes, without validation, which has nothing to check (``input`` takes
     anything, the id is a UUID already). The framework makes one per run; validating it
     cost three times as much."""
-    event = _new_object(InputEvent)
     if event_id is None:
-        _set_fields(event, {"id": new_event_id(), "input": record})
-        _set_fields_set(event, {"input"})
-    else:
-        _set_fields(event, {"id": event_id, "input": record})
-        _set_fields_set(event, {"id", "input"})
+        return _constructed(InputEvent, {"id": new_event_id(), "input": record}, {"input"})
+    return _constructed(InputEvent, {"id": event_id, "input": record}, {"id", "input"})
+
+
+def _constructed(cls: type[_E], fields: dict[str, Any], fields_set: set[str]) -> _E:
+    """An event of ``cls`` holding ``fields`` (all of them, in field order), of which
+    ``fields_set`` were given, and nothing else: no validation."""
+    event = _new_object(cls)
+    _set_fields(event, fields)
+    _set_fields_set(event, fields_set)
     _set_extra(event, None)
     _set_private(event, None)
     return event
@@ -118,12 +123,7 @@ def unpacked_event(packed: tuple[type[Event], dict[str, Any], tuple[str, ...]]) 
     cls, fields, fields_set = packed
     fields = dict(fields)
     fields["id"] = UUID(int=fields["id"])
-    event = _new_object(cls)
-    _set_fields(event, fields)
-    _set_fields_set(event, set(fields_set))
-    _set_extra(event, None)
-    _set_private(event, None)
-    return event
+    return _constructed(cls, fields, set(fields_set))
 
 
 class OutputEvent(Event):

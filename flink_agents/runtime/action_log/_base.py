@@ -453,9 +453,11 @@ def encode_record(serializer: Serializer, record: ActionRecord) -> bytes:
     go as ``packed_event`` tuples (a third of the time a pydantic model takes to pickle).
     """
     calls = record.calls
-    events = tuple(record.events)
+    events = record.events
     if events and type(serializer) is PickleSerializer:
         events = tuple([packed_event(event) or event for event in events])
+    else:
+        events = tuple(events)
     body = {
         "sensory": _delta_tuple(record.sensory),
         "short_term": _delta_tuple(record.short_term),
