@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint clean cluster-up cluster-down submit bench
+.PHONY: demo test test-py312 lint clean cluster-up cluster-down submit bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,24 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/pytest
+
+# The quick suite on Python 3.12 (the other Python we support), in a venv of its own: the
+# public API, plans, the local runner, parity in both execution modes, and recovery.
+PYTHON312 ?= $(shell bash .ci/find-python 3.12)
+VENV312 := .venv-3.12
+QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py \
+	tests/runtime/flink/test_parity.py tests/runtime/flink/test_script_jobs.py tests/recovery
+
+$(VENV312)/bin/python:
+	@test -n "$(PYTHON312)" || { echo "no Python 3.12 interpreter found (set PYTHON312=...)"; exit 1; }
+	$(PYTHON312) -m venv $(VENV312)
+
+$(VENV312)/.installed-test: pyproject.toml | $(VENV312)/bin/python
+	$(VENV312)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+test-py312: $(VENV312)/.installed-test
+	$(VENV312)/bin/pytest $(QUICK_SUITE)
 
 # A standalone Flink cluster on loopback from the pyflink package's own scripts.
 FLINK = $(BIN)/python -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))'
@@ -47,4 +65,4 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .flink out
+	rm -rf $(VENV) $(VENV312) build *.egg-info .pytest_cache .ruff_cache .flink out

@@ -102,11 +102,9 @@ class ActionContext(RunnerContext):
     """Buffers one action's memory writes and events until the engine commits them.
 
     One is made per action execution, on the hot path. What the engine reads after every
-    execution is set on the instance by ``__init__``, even when empty: Python 3.11 looks
-    an attribute that is only a class-level default up through the class hierarchy on
-    every read, which costs a Flink task far more than the store (``bench/RESULTS.md``).
-    What only some executions use (memory buffers, sub-runs) stays a class-level default,
-    set on the instance when used."""
+    execution is set on the instance by ``__init__``, even when empty, so every context
+    has the same attributes from birth; what only some executions use (memory buffers,
+    sub-runs) stays a class-level default, set on the instance when used."""
 
     last_call_replayed = False
     """Whether the latest durable call was answered from the action log (built-in

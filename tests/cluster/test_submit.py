@@ -1,5 +1,6 @@
 """The main job submitted with `flink run -py` to a standalone cluster on loopback."""
 
+import json
 import time
 
 import pytest
@@ -93,3 +94,17 @@ def test_agent_options_come_from_the_cluster_config(cluster, tmp_path):
         "KeyError: 'id'",
     )
     assert [o["ticket"] for o in read_json_files(tmp_path / "out/outputs")] == ["T-1"]
+
+
+def test_flink_run_py_runs_a_one_file_job_whose_agent_is_defined_in_the_script(cluster, tmp_path):
+    """``flink run -py my_job.py``: the cluster's workers get the script's agent, events,
+    tool and resource provider by value; their ``__main__`` is not the script."""
+    script = REPO / "tests/runtime/flink/scripts/one_file_job.py"
+    out = tmp_path / "outputs.jsonl"
+    result = cluster.submit(script, "default", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"letters": 7, "seen": 1, "text": "HELLO, BO"},
+        {"letters": 8, "seen": 1, "text": "HELLO, ANA"},
+        {"letters": 8, "seen": 2, "text": "HELLO, ANA"},
+    ]

@@ -41,6 +41,7 @@ from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.flink._metrics import FlinkMetricsMirror
+from flink_agents.runtime.flink._script import ScriptCode
 
 DRAIN_TIMESTAMP = 2**62
 ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
@@ -78,13 +79,21 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
     ``TakeKey`` keys.
 
     Pickles by name (``flink_agents._shipping``), and binds its plan under the worker's
-    import lock: operators are built on several threads at once after a restore.
+    import lock: operators are built on several threads at once after a restore. What the
+    plan names in the job's script (``script``) is defined in the worker's ``__main__``
+    first (``ScriptCode``).
     """
 
     def __init__(
-        self, plan_json: str, options: AgentOptions, job_id: str, action_log_url: str | None
+        self,
+        plan_json: str,
+        options: AgentOptions,
+        job_id: str,
+        action_log_url: str | None,
+        script: ScriptCode | None = None,
     ) -> None:
         self._plan_json = plan_json
+        self._script = script
         self._options = options.model_dump()
         self._job_id = job_id
         self._action_log_url = action_log_url
@@ -102,6 +111,8 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
                 retention_ms=options.action_log_retention_ms,
             )
         with import_lock:  # binding imports the plan's modules
+            if self._script is not None:
+                self._script.install()
             bound = bind_plan(plan_from_json(self._plan_json))
         subtask = _subtask_index(runtime_context)
         metrics = AgentMetrics()

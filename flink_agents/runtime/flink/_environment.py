@@ -8,6 +8,7 @@ import pickle
 import sys
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pyflink.common import Row, Types
@@ -38,10 +39,12 @@ from flink_agents.runtime.flink._dispatcher import (
 )
 from flink_agents.runtime.flink._logging import silence_secret_loggers
 from flink_agents.runtime.flink._quiet import hide_beam_shutdown_noise
+from flink_agents.runtime.flink._script import ScriptCode
 from flink_agents.runtime.flink._table import output_shape, output_table, table_records
 
 REJECTED_TAG = OutputTag("agent-rejected", Types.PICKLED_BYTE_ARRAY())
 EXECUTION_MODE = "python.execution-mode"
+EXECUTABLE = "python.executable"
 PYTHONPATH = "python.pythonpath"
 
 
@@ -71,8 +74,7 @@ class FlinkExecutionEnvironment(AgentsExecutionEnvironment):
         if t_env is not None:
             self._use_t_env(t_env, "get_execution_environment's t_env")
         self.options: AgentOptions = load_options(options)
-        env.set_python_executable(sys.executable)
-        configure_python_workers(env)
+        self._owns_import_path = configure_python_workers(env)
         hide_beam_shutdown_noise()
         silence_secret_loggers()  # the JVM may have started before us, with any log4j file
         self._uids: set[str] = set()
@@ -164,6 +166,7 @@ class FlinkAgentBuilder(AgentBuilder):
         self._key_selector = key_function(key_selector)
         self._key_type = key_type or Types.PICKLED_BYTE_ARRAY()
         self._plan: AgentPlan | None = None
+        self._script: ScriptCode | None = None
         self._output: DataStream | None = None
         self._errors: DataStream | None = None
         self._errors_taken = False
@@ -172,7 +175,12 @@ class FlinkAgentBuilder(AgentBuilder):
     def apply(self, agent: Any) -> FlinkAgentBuilder:
         if self._plan is not None:
             raise FlinkAgentsError("an agent is already applied to this input")
-        self._plan = to_plan(agent)
+        plan = to_plan(agent)
+        # Checked here, in the client: what the plan names in the job's script must pickle.
+        self._script = ScriptCode.of(plan)
+        self._plan = plan
+        if self._environment._owns_import_path:  # the plan's modules are imported by now
+            refresh_import_path(self._environment.env)
         return self
 
     def to_datastream(self) -> DataStream:
@@ -188,6 +196,7 @@ class FlinkAgentBuilder(AgentBuilder):
                 options,
                 job_id=options.action_log_job or uuid.uuid4().hex,
                 action_log_url=options.action_log_url(embedded_default=True),
+                script=self._script,
             )
             # The key is taken once, before keying: a record whose key cannot be taken goes
             # to the error output instead of failing the job (and failing again after every
@@ -291,24 +300,43 @@ class FlinkAgentBuilder(AgentBuilder):
             return list(results)
 
 
-def configure_python_workers(env: StreamExecutionEnvironment) -> None:
-    """Run the job's Python in PyFlink's thread mode unless the job chose a mode itself.
+def configure_python_workers(env: StreamExecutionEnvironment) -> bool:
+    """Make the job's Python workers run this interpreter's code, unless the job chose
+    otherwise: returns whether the workers' import path is ours to keep up to date
+    (``refresh_import_path``).
 
-    Thread mode (Python inside the JVM) restores a Python operator's timers after a
-    failure, which process mode does not (a key parked at a checkpoint would wait for its
-    next record forever), and runs the dispatcher about three times faster. Its embedded
-    interpreter does not process a venv's site-packages nor an editable install's ``.pth``,
-    so unless the job set ``python.pythonpath`` it gets this interpreter's import path:
-    the same packages and modules the client sees (agents defined in the user's modules
-    included).
+    - ``python.executable`` (process mode's workers) becomes this interpreter unless the
+      job set it (``-pyexec`` with ``flink run``, or its configuration): a script run as
+      ``.venv/bin/python my_job.py`` without activating the venv must not get the
+      ``python`` first on ``PATH``.
+    - ``python.execution-mode`` becomes ``thread`` unless the job chose a mode. Thread
+      mode (Python inside the JVM) restores a Python operator's timers after a failure,
+      which process mode does not (a key parked at a checkpoint would wait for its next
+      record forever), and runs the dispatcher about three times faster.
+    - In thread mode, ``python.pythonpath`` becomes this interpreter's import path unless
+      the job set it. The embedded interpreter is the base installation of the Python
+      that PyFlink was built against: it processes no venv and no ``.pth`` file, so it
+      imports nothing of an editable install (ours included) nor of the venv unless
+      told where (``_import_path``).
     """
     config = _python_config(env)
+    if config.getString(EXECUTABLE, None) is None:
+        env.set_python_executable(sys.executable)
     mode = config.getString(EXECUTION_MODE, None)
     if mode is None:
         mode = "thread"
         config.setString(EXECUTION_MODE, mode)
     if mode == "thread" and config.getString(PYTHONPATH, None) is None:
-        config.setString(PYTHONPATH, os.pathsep.join(_import_path()))
+        refresh_import_path(env)
+        return True
+    return False
+
+
+def refresh_import_path(env: StreamExecutionEnvironment) -> None:
+    """Set the thread-mode workers' import path to this interpreter's as it is now: with
+    the roots of the modules imported since (an agent's module, found by an editable
+    install's finder)."""
+    _python_config(env).setString(PYTHONPATH, os.pathsep.join(_import_path()))
 
 
 def execution_mode(env: StreamExecutionEnvironment) -> str:
@@ -325,9 +353,30 @@ def _python_config(env: StreamExecutionEnvironment) -> Any:
 
 
 def _import_path() -> list[str]:
-    """This interpreter's import path as directories (the working directory for ``""``)."""
-    entries = (os.getcwd() if entry == "" else entry for entry in sys.path)
+    """The directories this interpreter imports from: ``sys.path`` (the working directory
+    for ``""``), then the root of every loaded top-level module that none of them holds
+    (an editable install maps its packages through a finder that a ``.pth`` file installs,
+    which the embedded interpreter never runs)."""
+    entries = [os.getcwd() if entry == "" else entry for entry in sys.path]
+    for name, module in list(sys.modules.items()):
+        if "." in name or name == "__main__":
+            continue
+        root = _module_root(name, getattr(module, "__file__", None))
+        if root is not None:
+            entries.append(root)
     return list(dict.fromkeys(e for e in entries if os.path.isdir(e)))
+
+
+def _module_root(name: str, file: str | None) -> str | None:
+    """The directory a top-level module ``name`` loaded from ``file`` is imported from."""
+    if not file:
+        return None
+    path = Path(file)
+    if path.stem == "__init__":
+        path = path.parent
+    if path.name.split(".")[0] != name:  # an extension module's suffix, a zip, a frozen file
+        return None
+    return str(path.parent)
 
 
 class TakeKey(ShippedByName, ProcessFunction):
