@@ -50,7 +50,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     cluster.add_argument("action", choices=["up", "down", "status"])
     cluster.add_argument("--work-dir", type=Path, default=Path(".flink"))
-    cluster.add_argument("--config", type=Path, default=Path("conf/config.yaml"))
+    cluster.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="Flink config.yaml whose keys win over the defaults (default: conf/config.yaml "
+        "if there is one); up only",
+    )
+    cluster.add_argument(
+        "--rest-port",
+        type=int,
+        default=None,
+        help="the REST API's port, over the config file's rest.port (0 picks a free one); up only",
+    )
 
     _knowledge.add_parser(commands)
     _history.add_parser(commands)
@@ -151,20 +163,34 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
-    from flink_agents.testing import StandaloneCluster
+    from flink_agents.testing import ClusterError, StandaloneCluster
 
-    config = args.config if args.config.exists() else None
-    cluster = StandaloneCluster(args.work_dir, config)
-    if args.action == "up":
+    if args.action != "up":  # the cluster as `up` wrote it to the work directory
+        cluster = StandaloneCluster.from_work_dir(args.work_dir)
+        if args.action == "down":
+            cluster.stop()
+            print(f"Flink cluster of {cluster.work_dir} stopped")
+        else:
+            state = "up" if cluster.is_up() else "not answering"
+            pids = cluster.taskmanager_pids()
+            print(f"Flink cluster {cluster.rest_url}: {state}")
+            print(f"TaskManagers running: {len(pids)} {pids}")
+        return 0
+    if args.config is not None and not args.config.is_file():
+        print(f"error: no config file {args.config}", file=sys.stderr)
+        return 2
+    default = Path("conf/config.yaml")
+    config = args.config or (default if default.is_file() else None)
+    try:
+        cluster = StandaloneCluster(args.work_dir, config, rest_port=args.rest_port)
         cluster.start()
-        print(f"Flink cluster up: {cluster.rest_url} (logs in {cluster.log_dir})")
-        print(f"submit with: FLINK_CONF_DIR={cluster.conf_dir} flink run -py jobs/agent_job.py ...")
-    elif args.action == "down":
-        cluster.stop()
-        print("Flink cluster stopped")
-    else:
-        pids = cluster.taskmanager_pids()
-        print(f"TaskManagers running: {len(pids)} {pids}")
+    except (ClusterError, TimeoutError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"Flink cluster up: {cluster.rest_url}, {cluster.slots} slot(s) (logs in {cluster.log_dir})"
+    )
+    print(f"submit with: FLINK_CONF_DIR={cluster.conf_dir} flink run -py jobs/agent_job.py ...")
     return 0
 
 
