@@ -179,18 +179,6 @@ def test_a_full_cache_evicts_the_key_seen_least_recently():
     assert [output[1] for output in outputs] == [1, 1, 2, 1, 3, 2]  # counts kept throughout
 
 
-def test_the_driver_keeps_fewer_than_30_attributes():
-    # From 30 on, Python 3.11 moves an object's attributes into a dict of its own and no
-    # longer specializes reading them or calling its methods: the driver does both on
-    # every record (see ``KeyDriver``).
-    engine = RunEngine(bind_plan(to_plan(CounterAgent)), AgentOptions(action_log="none"))
-    driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
-    for n in range(4):
-        list(driver.on_record("ab"[n % 2], n, CountingKeyState(), Clock()))
-    engine.close()
-    assert len(vars(driver)) < 30, sorted(vars(driver))
-
-
 def test_the_option_is_validated():
     with pytest.raises(ValueError, match=r"state-cache-keys|state_cache_keys"):
         AgentOptions(state_cache_keys=-1)
