@@ -28,7 +28,7 @@ def test_readme_agent_example_prints_its_documented_output(tmp_path):
 def test_readme_datastream_example_runs_in_minicluster(tmp_path):
     readme = (REPO / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    (code,) = [b for b in blocks if "from_datastream" in b]
+    (code,) = [b for b in blocks if "plans/support_triage.yaml" in b]
     script = tmp_path / "wrap.py"
     script.write_text(code)
     result = subprocess.run(
@@ -59,3 +59,28 @@ def test_readme_long_term_memory_example_recalls_by_meaning(tmp_path):
     )
     assert result.stdout.strip() == expected
     assert store.is_dir()
+
+
+@pytest.mark.flink
+def test_readme_one_file_job_runs_with_the_venv_interpreter_unactivated(tmp_path):
+    """``.venv/bin/python my_job.py`` from another directory, the venv not on ``PATH``: the
+    agent is defined in the script, and the job runs in the default (thread) mode."""
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    (code,) = [b for b in blocks if b.startswith("# my_job.py")]
+    script = tmp_path / "my_job.py"
+    script.write_text(code)
+    venv_bin = str(Path(sys.executable).parent)
+    path = [p for p in clean_environment()["PATH"].split(":") if p != venv_bin]
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env={"PATH": ":".join(path), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    # print() prefixes each line with its subtask ("2> HELLO!") when the job runs in parallel.
+    shouted = re.findall(r"^(?:\d+> )?(HELLO!|FLINK!)$", result.stdout, re.M)
+    assert sorted(shouted) == ["FLINK!", "HELLO!"]
