@@ -422,8 +422,12 @@ class StandaloneCluster:
         deadline = time.monotonic() + timeout
         answering = None
         while time.monotonic() < deadline:
-            if not any(_alive(pid) for pid in self._pids("standalonesession")):
-                raise ClusterError(f"the JobManager exited while starting; logs: {self.log_dir}")
+            started = self._pids("standalonesession")  # none yet: its script still runs
+            if started and not any(_alive(pid) for pid in started):
+                raise ClusterError(
+                    f"the JobManager exited while starting; logs: {self.log_dir}"
+                    f"{_tail(self.log_dir.glob('*standalonesession*.out'))}"
+                )
             answering = self._answering_id()
             if answering == self.cluster_id and self._registered(resource_ids):
                 return
@@ -591,6 +595,15 @@ def process_tree(pid: int) -> list[int]:
         tree.extend(sorted(children.get(tree[index], [])))
         index += 1
     return tree
+
+
+def _tail(files: Any, lines: int = 20) -> str:
+    """The last ``lines`` lines of the newest of ``files``, as the end of a message."""
+    newest = max(files, key=lambda f: f.stat().st_mtime, default=None)
+    if newest is None:
+        return ""
+    text = newest.read_text(errors="replace").splitlines()[-lines:]
+    return f"\n{newest.name}:\n" + "\n".join(text) if text else ""
 
 
 def _alive(pid: int) -> bool:
