@@ -13,8 +13,10 @@ subtracts the Python operator's own start-up (the raw job over 128 records). CPU
 are those of this process (client + loopback Python worker) and of the MiniCluster JVM.
 ``--mode`` sets ``python.execution-mode`` for every job: ``thread`` (the default of jobs built
 through ``AgentsExecutionEnvironment``; Python inside the JVM, its CPU then counts as JVM CPU)
-or ``process``. The agent runs twice: with its default action log (SQLite) and with
-``action_log="none"``, so the log's cost is a ratio of the same run.
+or ``process``. The agent runs three times: with its default action log (SQLite), with that
+log recording every action (``action_log_record="all"``, the audit option: a record per
+action, and no fast path for plain actions) and with ``action_log="none"``, so the log's
+costs are ratios of the same run (``--no-record-all`` leaves the second out).
 
     PYTHONPATH=/work/main .venv/bin/python -m bench.state_throughput [--records 200000]
 """
@@ -45,13 +47,14 @@ from flink_agents.api import AgentsExecutionEnvironment
 
 GOAL = 0.7
 EMPTY, STARTUP = "empty (source -> sink)", "python start-up (raw, 128 records)"
-PASSTHROUGH, RAW, CODE, AGENT, AGENT_NO_LOG, AGENT_PG = (
+PASSTHROUGH, RAW, CODE, AGENT, AGENT_NO_LOG, AGENT_PG, AGENT_ALL = (
     "keyed passthrough, no state",
     "raw KeyedProcessFunction + MapState",
     "the agent's action code alone, no framework",
     "agent (2 actions), default action log",
     "agent (2 actions), action_log=none",
     "agent (2 actions), PostgreSQL action log",
+    "agent (2 actions), default log, action_log_record=all",
 )
 
 
@@ -119,6 +122,34 @@ def verify(config: dict[str, str], per_key: int = 10) -> None:
         if status != "ok":
             raise SystemExit(f"{name} job produced wrong results")
     agents.COUNTS.clear()
+
+
+def verify_record_all(config: dict[str, str], per_key: int = 10) -> None:
+    """Check that with ``action_log_record="all"`` the agent's outputs are the same and
+    that the log holds a record of each of its actions (small input; never timed)."""
+    import tempfile
+
+    from flink_agents.runtime.action_log import open_action_log
+
+    n = per_key * agents.NUM_KEYS
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"sqlite://{directory}/log.db"
+        outputs = {}
+        for record in ("restore", "all"):
+            env = make_env(config=config)
+            stream = _agent_stream(
+                env, n, action_log=url, action_log_job=record, action_log_record=record
+            )
+            with stream.execute_and_collect() as results:
+                outputs[record] = sorted(results)
+        with open_action_log(url) as log:
+            counts = {record: log.count(record) for record in ("restore", "all")}
+    ok = outputs["all"] == outputs["restore"] and len(outputs["all"]) == n
+    ok = ok and counts == {"restore": 0, "all": 2 * n}
+    status = "ok" if ok else "WRONG"
+    print(f"  verify record-all: {len(outputs['all'])} outputs, {counts} records, {status}")
+    if not ok:
+        raise SystemExit("the agent with action_log_record=all produced wrong results")
 
 
 def _raw_stream(env, records: int):
@@ -206,6 +237,19 @@ def report(n: int, timings: dict[str, Timing], mode: str = "thread", repeat: int
         pg_cost = (no_log - empty) / (timings[AGENT_PG].wall - empty)
         print(f"ratio agent PostgreSQL log/no log, net:     {pg_cost:.2f}   (goal >= 0.8)")
         record_figure(f"state.{mode}.pg_over_no_log", pg_cost, detail)
+    if AGENT_ALL in timings:
+        every = timings[AGENT_ALL].wall - empty
+        all_cost, all_raw = (no_log - empty) / every, (raw - empty) / every
+        print(f"ratio agent record-all log/no log, net:     {all_cost:.2f}   (the audit option)")
+        print(f"ratio agent record-all log/default log, net: {(agent - empty) / every:.2f}")
+        print(f"ratio agent record-all log/raw, net:        {all_raw:.2f}")
+        print(
+            "record-all's own time, us/record net:        "
+            f"{(timings[AGENT_ALL].wall - agent) / n * 1e6:.1f}   (over the default log)"
+        )
+        record_figure(f"state.{mode}.record_all_over_no_log", all_cost, detail)
+        record_figure(f"state.{mode}.record_all_over_default", (agent - empty) / every, detail)
+        record_figure(f"state.{mode}.record_all_over_raw", all_raw, detail)
     if CODE in timings:
         code = timings[CODE].wall
         print(
@@ -234,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=1, help="runs per job; the median counts")
     parser.add_argument("--no-passthrough", action="store_true", help="skip the stateless job")
+    parser.add_argument(
+        "--no-record-all",
+        action="store_true",
+        help="skip the agent with action_log_record=all (every action recorded)",
+    )
     parser.add_argument(
         "--postgres",
         action="store_true",
@@ -265,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     empty_job(n, config)
     raw_job(1_000, config)
     agent_job(1_000, config)
+    if not args.no_record_all:
+        verify_record_all(config)
     agents.COUNTS.clear()
 
     jobs: list[tuple[str, Callable[[], Timing]]] = [
@@ -277,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         (AGENT, lambda: agent_job(n, config)),
         (AGENT_NO_LOG, lambda: agent_job(n, config, action_log="none")),
     ]
+    if not args.no_record_all:
+        agents_jobs.append((AGENT_ALL, lambda: agent_job(n, config, action_log_record="all")))
     jobs += [(RAW, lambda: raw_job(n, config)), (CODE, lambda: code_job(n, config))]
 
     postgres = None

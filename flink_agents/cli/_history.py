@@ -28,8 +28,9 @@ from flink_agents.runtime.action_log import (
 
 EPILOG = """\
 Only actions that made a durable call or wrote outside Flink state (long-term memory,
-knowledge, external ids) are recorded; other actions leave no record. Records older than the
-job's action-log-retention-ms are pruned. Memory changes are the net change of each action,
+knowledge, external ids) are recorded, unless the job ran with action-log-record: all (every
+completed action, an audit); other actions leave no record. Records older than the job's
+action-log-retention-ms are pruned. Memory changes are the net change of each action,
 with the value each replaced ("was"), when the record kept it.
 """
 
@@ -139,6 +140,13 @@ def _add_action(tree: Tree, action: dict[str, Any]) -> None:
         branch = node.add("durable calls")
         for call in action["calls"]:
             branch.add(_call_text(call))
+    if action["status"] == "completed" and not (
+        action["memory"]["short_term"]
+        or action["memory"]["sensory"]
+        or action["events"]
+        or action["calls"]
+    ):  # recorded with action-log-record: all; say it did nothing, not leave it bare
+        node.add(Text("no memory changes, events or calls", style="dim"))
 
 
 def _change_text(change: dict[str, Any]) -> Text:
@@ -214,7 +222,8 @@ def _say_what_the_log_holds(log: ActionLog, job: str, key: str) -> None:
         )
     print(
         "note: only actions that made a durable call or wrote outside Flink state are "
-        "recorded, and only within the retention window",
+        "recorded (unless the job ran with action-log-record: all), and only within the "
+        "retention window",
         file=sys.stderr,
     )
 

@@ -239,9 +239,12 @@ class KeyDriver:
         self.metrics = engine.metrics
         self.metrics.watch(lambda: len(self.parked), lambda: len(self._in_flight))
         self.event_log = engine.event_log
-        self._plain_runs = not self.event_log.enabled and not self.options.memory_snapshots
+        self._plain_runs = not (
+            self.event_log.enabled or self.options.memory_snapshots or engine.records_all
+        )
         """Whether a new run may start through ``_run_plain``: neither the event log (it
-        times each action) nor memory snapshots (emitted per run) are on."""
+        times each action) nor memory snapshots (emitted per run) are on, nor does the
+        action log record every action (``step`` makes the records)."""
 
     # -- callbacks -------------------------------------------------------------------------
 
@@ -439,6 +442,9 @@ class KeyDriver:
         engine = self.engine
         metrics, event_log = self.metrics, self.event_log
         logging_events = event_log.enabled
+        # ``run_plain`` makes no per-step results: the event log times each action, and
+        # ``action-log-record: all`` records each one, from ``step``'s results.
+        plain = not (logging_events or engine.records_all)
         suspension = None
         if known is False:
             known = self._known(key)
@@ -461,15 +467,10 @@ class KeyDriver:
                 while run.queue or run.ready:
                     started = time.perf_counter() if logging_events else 0.0
                     outcome, first = first, None
-                    if (
-                        outcome is None
-                        and suspension is None
-                        and not run.ready
-                        and not logging_events
-                    ):
+                    if outcome is None and suspension is None and not run.ready and plain:
                         # Plain actions back to back (``run_plain``); what stops them (an
                         # async action, a replay, a failure, a suspension) is handled below
-                        # as ``step``'s outcome. The event log times each action: ``step``.
+                        # as ``step``'s outcome.
                         steps, outputs, outcome = engine.run_plain(run, sensory, short_term)
                         self.steps += steps
                         yield from outputs

@@ -286,6 +286,10 @@ class RunEngine:
             # them; a retry repeats them).
             self._engine_id = job_id or uuid.uuid4().hex
         self.max_steps = self.options.max_steps_per_run
+        self.records_all = self.journal is not None and self.options.action_log_record == "all"
+        """Whether every completed action is recorded (``action-log-record: all``), not
+        only those a restore needs: every action then takes ``step``'s path, which makes
+        the deltas a record holds (``run_plain`` and ``run_new`` hand their runs to it)."""
         self._executor: ThreadPoolExecutor | None = None
         self._call_loop: CallLoop | None = None
         self._sub_runs: Any = None
@@ -535,7 +539,8 @@ class RunEngine:
             event = input_event(record)
         else:
             journal.check()
-            if journal.may_replay(key, sequence):  # ``step`` replays the run's records
+            # ``step`` replays the run's records, or records every action (``records_all``).
+            if self.records_all or journal.may_replay(key, sequence):
                 return 0, [], self.start(key, sequence, record), None
             event = self._input_event(key, sequence, record)
         inputs = self._input_actions
@@ -563,7 +568,8 @@ class RunEngine:
         events into the queue, without the per-step results ``step`` makes.
 
         Stops at an ``async def`` action, at the run's step budget, and before any action
-        when the action log may hold the run's records (``step`` replays them); a plain
+        when the action log may hold the run's records (``step`` replays them) or is to
+        record every action (``records_all``: ``step`` makes the records); a plain
         action that turns out to need more (a durable call, a write outside Flink, a
         coroutine returned) completes through ``step``'s own path.
 
@@ -582,7 +588,7 @@ class RunEngine:
         journal = self.journal
         if journal is not None:
             journal.check()
-            if journal.may_replay(run.key, run.sequence):
+            if self.records_all or journal.may_replay(run.key, run.sequence):
                 return 0, [], None
         actions = self._actions
         queue = [(actions[pending.action], pending.event) for pending in run.queue]
@@ -808,7 +814,8 @@ class RunEngine:
         self, run: RunState, action: BoundAction, context: ActionContext
     ) -> tuple[MemoryDelta, MemoryDelta]:
         """Record a completed execution in the action log when it made durable calls or
-        wrote outside Flink state; its memory deltas (the maps are still untouched).
+        wrote outside Flink state, or whatever it did with ``records_all``; its memory
+        deltas (the maps are still untouched).
 
         Raises:
             ActionExecutionError: the log cannot store a value the action produced.
@@ -823,20 +830,24 @@ class RunEngine:
         # Only an action that made durable calls or wrote outside Flink state is recorded:
         # one that did neither runs again after a restore, on the restored state and the
         # same events, as cheaply as it ran (docs/consistency.md, "What is recorded").
-        if recorder is not None:
+        # ``action-log-record: all`` records it too (an audit), with no calls.
+        if recorder is not None or self.records_all:
             # Logged before the maps change: a crash in between replays the record onto
             # the restored state. A failure of the log (ActionLogError, also when the action
             # swallowed a call's recording failure: ``recorder.calls`` raises it) fails the
             # job with nothing applied; a value the log cannot store is the action's fault.
             try:
-                calls = recorder.calls
+                if recorder is not None:
+                    identity, calls = recorder.identity, recorder.calls
+                else:
+                    identity, calls = self.journal.identity(context.key, *context.origin), []
                 sensory, short_term = context.maps
                 previous = (
                     _previous_values(sensory_delta, sensory),
                     _previous_values(short_term_delta, short_term),
                 )
                 self.journal.complete(
-                    recorder.identity,
+                    identity,
                     sensory_delta,
                     short_term_delta,
                     context.sent,
@@ -1124,7 +1135,7 @@ def _until_call(
 def _previous_values(delta: MemoryDelta, state: StateMap) -> dict[str, Any]:
     """What the keys ``delta`` changes hold in ``state`` before it is applied (for the
     action log's history of a key; read through the run's cache, and only for actions the
-    log records, which made a durable call)."""
+    log records: those that made a durable call, every one with ``action-log-record: all``)."""
     if delta is NO_CHANGE or delta.is_empty():
         return {}
     return {key: state.get(key) for key in (*delta.puts, *delta.removals)}

@@ -85,6 +85,14 @@ after operations the operator thread issued later; that is safe because:
   durable calls has its run indexed from its first recorded call on (written
   synchronously), so its calls are found; an action without calls whose record was lost
   just runs again, as a new run would.
+- Records without calls (every plain action, with ``action-log-record: all``) need nothing
+  of their own: ``complete`` queues them like any other, ``completed`` finds them by
+  identity (the run index lists their runs once written), and replay applies their deltas
+  and events. One whose batch was lost is looked up three times (record, calls, record)
+  and its action runs again, on the state the replayed records before it rebuilt: records
+  are queued in the order the operator thread completed them and written in that order,
+  so a key's records that reached the log are the first ones of its run (fan-out members
+  aside, recorded as each finishes, and each replayed or run on its own).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 from flink_agents.api._errors import FlinkAgentsError
 
 ErrorPolicy = Literal["fail", "error-output", "retry"]
+ActionLogRecord = Literal["restore", "all"]
 
 
 class AgentOptions(BaseModel):
@@ -103,6 +104,13 @@ class AgentOptions(BaseModel):
     action_log_job: str | None = Field(None, alias="action-log-job")
     """The job's name in the log. Unset: a fresh id per submitted job, which a failover
     restart keeps. Pin it to replay across a resubmission from a savepoint."""
+    action_log_record: ActionLogRecord = Field("restore", alias="action-log-record")
+    """Which completed actions the log records. ``restore``: those a restore needs, the
+    actions that made a durable call or wrote outside Flink state (docs/consistency.md,
+    "What is recorded"). ``all``: every completed action, with its memory changes and the
+    events it sent, so that ``flink-agents history`` shows everything an agent did to a
+    key (an audit); it costs the jobs whose actions mostly call nothing a record per
+    action (``bench/RESULTS.md``). No effect with ``action-log: none``."""
     action_log_retention_ms: int = Field(600_000, alias="action-log-retention-ms", ge=1)
     """How long records are kept; must exceed the time a checkpoint can take to complete
     (see docs/consistency.md)."""

@@ -50,3 +50,11 @@ class HistoryAgent(Agent):
     @action(Noted)
     def note(event: Noted, ctx: RunnerContext) -> None:
         ctx.short_term_memory.set("last_note", event.text)
+
+
+class Idle(Agent):
+    """One action that reads memory and changes nothing."""
+
+    @action(InputEvent)
+    def idle(event: InputEvent, ctx: RunnerContext) -> None:
+        ctx.short_term_memory.get("anything")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from flink_agents.runtime import AgentOptions
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalRunner
 from flink_agents.runtime.action_log import (
@@ -24,7 +25,7 @@ from flink_agents.runtime.action_log import (
     key_history,
     open_action_log,
 )
-from tests.cli.history_agents import Crash, HistoryAgent
+from tests.cli.history_agents import Crash, HistoryAgent, Idle
 
 ROOT = Path(__file__).resolve().parents[2]
 LATENCY = re.compile(r"  \((latency not recorded|\d+\.\d ms)\)$")
@@ -32,16 +33,18 @@ LATENCY = re.compile(r"  \((latency not recorded|\d+\.\d ms)\)$")
 JOB = "job-h"
 NOTE = (
     "The action log records only actions that made a durable call or wrote outside Flink "
-    "state (long-term memory, knowledge, external ids); the others ran but left no record. "
+    "state (long-term memory, knowledge, external ids), unless the job ran with "
+    "action-log-record: all; the others ran but left no record. "
     "Records older than the log's retention window have been pruned."
 )
 
 
-def write_history(url: str) -> None:
+def write_history(url: str, record: str = "restore") -> None:
     """Four runs of the history agent: ``alice`` twice, then a crash in her third run after
-    its first durable call; the integer key 7 once."""
+    its first durable call; the integer key 7 once (``record``: ``action-log-record``)."""
     journal = ActionJournal(open_action_log(url), JOB)
-    runner = LocalRunner(HistoryAgent, journal=journal)
+    options = AgentOptions(action_log_record=record)
+    runner = LocalRunner(HistoryAgent, journal=journal, options=options)
     runner.run("alice", {"name": "ann"})
     runner.run("alice", {"name": "ann", "moved": True})
     runner.run(7, {"name": "seven"})
@@ -299,3 +302,66 @@ def test_a_password_in_the_log_url_is_never_printed() -> None:
     other = history_cli("--job", JOB, "--key", "a", "--log", "mysql://agents:Sup3rSecret@h/db")
     assert other.returncode == 2
     assert "Sup3rSecret" not in other.stdout + other.stderr
+
+
+def noted(text: str, old: Any, fields_before: list[str] | None) -> dict:
+    """``note``'s record: the one change it makes to short-term memory, nothing else."""
+    root = {"op": "object", "path": "", "fields": ["profile", "last_note"]}
+    changes = [] if fields_before is None else [{**root, "old": {"fields": fields_before}}]
+    return {
+        "step": 2,
+        "action": "note",
+        "status": "completed",
+        "memory": {
+            "short_term": [
+                *changes,
+                {"op": "set", "path": "last_note", "value": text, "old": old},
+            ],
+            "sensory": [],
+        },
+        "events": [],
+        "calls": [],
+    }
+
+
+def test_with_record_all_the_history_shows_every_action_and_its_changes(tmp_path: Path) -> None:
+    """``action-log-record: all``: ``note`` (no durable call, a change to short-term memory
+    only) is in every completed run, with its change and the value it replaced."""
+    url = f"sqlite://{tmp_path / 'all.db'}"
+    write_history(url, record="all")
+    result = history_cli("--job", JOB, "--key", "alice", "--log", url, "--json")
+    assert result.returncode == 0, result.stderr
+    runs = without_times_and_ids(json.loads(result.stdout))["runs"]
+    first, second, crashed = ALICE_RUNS
+    assert runs == [
+        {**first, "actions": [*first["actions"], noted("found ann", None, ["profile"])]},
+        {**second, "actions": [*second["actions"], noted("found ann", "found ann", None)]},
+        crashed,  # its ``remember`` never completed, so ``note`` never ran
+    ]
+
+    tree = history_cli("--job", JOB, "--key", "alice", "--log", url)
+    assert tree.returncode == 0, tree.stderr
+    lines = [LATENCY.sub("", line.strip(" │├└─")) for line in tree.stdout.splitlines()]
+    steps = [" ".join(line.split()[:4]) for line in lines if line.startswith("step ")]
+    assert steps == [
+        "step 1 remember completed",
+        "step 2 note completed",
+        "step 1 remember completed",
+        "step 2 note completed",
+        "step 1 remember interrupted",
+    ]
+    assert 'set last_note = "found ann"  (new)' in lines
+    assert 'set last_note = "found ann"  (was "found ann")' in lines
+
+
+def test_with_record_all_an_action_that_changed_nothing_says_so(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'idle.db'}"
+    journal = ActionJournal(open_action_log(url), JOB)
+    runner = LocalRunner(Idle, journal=journal, options=AgentOptions(action_log_record="all"))
+    runner.run("alice", "x")
+    journal.close()
+    tree = history_cli("--job", JOB, "--key", "alice", "--log", url)
+    assert tree.returncode == 0, tree.stderr
+    lines = [line.strip(" │├└─") for line in tree.stdout.splitlines()]
+    step = lines.index(next(line for line in lines if line.startswith("step 1 idle")))
+    assert lines[step + 1] == "no memory changes, events or calls"

@@ -1,11 +1,12 @@
 """A key's history: what the action log holds of one key's runs, put in a form people (and
 scripts) can read.
 
-The log is a write-ahead log for recovery, not an audit trail, so the history has its gaps,
-and says so: only actions that made a durable call or wrote outside Flink state have a
-record (docs/consistency.md, "What is recorded"), records older than the retention window
-are pruned, and a record holds each memory tier's *net change* (the new values and the
-removed paths), not the values it replaced. What it adds to a key's outputs is what they
+The log is a write-ahead log for recovery, so by default the history has its gaps, and
+says so: only actions that made a durable call or wrote outside Flink state have a record
+(docs/consistency.md, "What is recorded"), unless the job ran with ``action-log-record:
+all``, which records every completed action; records older than the retention window are
+pruned, and a record holds each memory tier's *net change* (the new values and the removed
+paths, with what they replaced). What it adds to a key's outputs is what they
 cannot show: the memory each recorded action wrote, the events it sent, the durable calls it
 made with their results and how long they took, and the calls of actions that were
 interrupted (still running, failed, or cut off by a crash).
@@ -35,7 +36,8 @@ from flink_agents.runtime.action_log._base import (
 
 RECORDED_NOTE = (
     "The action log records only actions that made a durable call or wrote outside Flink "
-    "state (long-term memory, knowledge, external ids); the others ran but left no record. "
+    "state (long-term memory, knowledge, external ids), unless the job ran with "
+    "action-log-record: all; the others ran but left no record. "
     "Records older than the log's retention window have been pruned."
 )
 """What every history says about its gaps (the command prints it too)."""
