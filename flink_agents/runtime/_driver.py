@@ -98,8 +98,7 @@ class _KeyCache:
 def _flush(
     control: KeyControl, state: KeyState, sensory: CachedState, short_term: CachedState
 ) -> None:
-    """Write what a callback changed to the key's state (``_drive``'s ``finally``). (A
-    function: a static method called through the driver is not specialized.)"""
+    """Write what a callback changed to the key's state (``_drive``'s ``finally``)."""
     sensory.flush()
     short_term.flush()
     state.set_control(control)
@@ -173,10 +172,6 @@ class Timers(Protocol):
 class KeyDriver:
     """Runs an agent's runs for any number of keys; see the module docstring.
 
-    It keeps fewer than 30 attributes: from 30 on, Python 3.11 keeps an object's attributes
-    in a dict of its own, and reads them, and the driver's methods, through it, on every
-    record (``bench/RESULTS.md``).
-
     Args:
         engine: the run engine (plan, options, action journal).
         errors: the channel error records are emitted on, as ``(errors, record)``.
@@ -224,8 +219,8 @@ class KeyDriver:
         self._keys: dict[Any, _KeyCache] = {}
         """Recently seen keys, at most ``state-cache-keys`` of them: in the order first
         seen until there are that many, then least recently seen first (a key seen again
-        moves to the end only once the cache is full, when keys are evicted: a plain dict
-        rather than an ``OrderedDict``, whose methods Python 3.11 does not specialize).
+        moves to the end only once the cache is full, when keys are evicted: a plain dict,
+        which keeps insertion order, is all the cache needs).
         Only this driver writes its keys' state (a new attempt or a restore builds a new
         driver), so what it last wrote or read is what the state holds."""
         self._keys_limit = self.options.state_cache_keys

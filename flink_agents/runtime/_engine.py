@@ -544,7 +544,6 @@ class RunEngine:
                 return 0, [], self.start(key, sequence, record), None
             event = self._input_event(key, sequence, record)
         inputs = self._input_actions
-        # (A comprehension is a function call of its own in Python 3.11.)
         queue = [(inputs[0], event)] if len(inputs) == 1 else [(a, event) for a in inputs]
         done, outputs, written, stop = self._plain_actions(
             key, sequence, queue, 0, False, sensory, short_term
@@ -649,7 +648,7 @@ class RunEngine:
                 retried,
             )
             retried = False
-            function = action.function  # (a call through the attribute is not specialized)
+            function = action.function
             try:
                 result = function(event, context)
             except Exception as error:
