@@ -146,7 +146,8 @@ class KeyState(Protocol):
     def push_pending(self, record: Any) -> None: ...
 
     def pop_pending(self) -> Any:
-        """The oldest queued input, removed (called only while some are queued)."""
+        """The oldest queued input, removed (called only while some are queued, as its run
+        starts: the key's run before it has ended)."""
         ...
 
 

@@ -5,6 +5,11 @@ options and error policies, its state is what Flink would keep per key, and asyn
 of different keys overlap on the bounded executor while the runs of one key stay in order.
 Timers live in a heap; the clock is the wall clock plus an offset that jumps forward when
 the runner would only wait for a timer (a retry's backoff costs no time here).
+
+What the runs emit is reported in input order (``InputOrder``): the emissions of each
+input's run in the order it made them, runs in the order of their inputs, however their
+async calls, long-term writes and retries made them overlap. So a test can assert a whole
+list, and the same input gives the same list every time.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import itertools
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +32,7 @@ from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._event_log import configured_event_log
+from flink_agents.runtime._input_order import InputOrder
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
@@ -46,6 +52,18 @@ class LocalKeyState:
     short_term: DictState = field(default_factory=DictState)
     stored_control: KeyControl | None = None
     pending: deque[Any] = field(default_factory=deque)
+    origins: deque[int] = field(default_factory=deque)
+    """The input positions (``InputOrder``) of the key's run in progress, first, then of its
+    queued inputs: where what they emit is reported. The local runner's own bookkeeping,
+    kept with the queue so that a snapshot restores both."""
+    ended: list[int] = field(default_factory=list)
+    """Positions whose run ended during the callback at hand, a queued input's run starting
+    after it (``pop_pending``); the runner closes them when the callback returns."""
+
+    @property
+    def in_progress(self) -> bool:
+        """Whether the key has a run in progress (parked, or waiting for a retry)."""
+        return self.stored_control is not None and self.stored_control.run is not None
 
     def control(self) -> KeyControl | None:
         # A copy, as Flink state hands out: the driver must write back what it changes.
@@ -58,14 +76,16 @@ class LocalKeyState:
         self.pending.append(record)
 
     def pop_pending(self) -> Any:
+        # The driver starts the oldest queued input's run, so the run before it has ended:
+        # what the key emits from here on belongs to the next position.
+        if self.origins:
+            self.ended.append(self.origins.popleft())
         return self.pending.popleft()
 
 
 def _copied(control: KeyControl | None) -> KeyControl | None:
-    """A shallow copy of ``control`` (``copy.copy``, which goes through ``__reduce_ex__``,
-    took about a tenth of the local runner's time per record under cProfile). Made by the
-    constructor, so that every ``KeyControl`` keeps its fields alike (Python 3.11 then reads
-    them without a dict lookup)."""
+    """A shallow copy of ``control``, made by its constructor (``copy.copy`` goes through
+    ``__reduce_ex__``: see ``bench/RESULTS.md``)."""
     if control is None:
         return None
     return KeyControl(control.sequence, control.run, control.pending)
@@ -112,10 +132,17 @@ class _LocalTimers:
 class LocalRunner:
     """Runs an agent in this process; runs of a key are sequential, keys overlap.
 
-    ``run(key, record)`` runs one record to its end (with every run it queued); ``feed``
-    hands a record over without waiting for async actions, and ``finish`` ends the input.
-    Outputs come back from both; failed runs given up under the error policy and records
-    rejected by the builder are in ``errors``, memory snapshots in ``memory_snapshots``.
+    ``run(key, record)`` runs one record to its end (with every run it queued, and the runs
+    of the records fed before it); ``feed`` hands a record over without waiting for async
+    actions, and ``finish`` ends the input. Each returns the outputs released meanwhile, in
+    input order: the outputs of each record's run in the order it emitted them, runs in the
+    order their records were fed (a retry, or a run resumed after its call, keeps its
+    record's place), however the runs of different keys overlapped. A run still waiting
+    holds back the outputs of later records' runs until it ends, so the outputs of all the
+    calls together, like ``keyed_outputs``, are the same list however long the calls took.
+    Failed runs given up under the error policy and rejected input are in ``errors``, memory
+    snapshots in ``memory_snapshots``, in the same order. (The event log, a record of what
+    happened when, is written as it happens.)
 
     Raises (from ``run``, ``feed`` and ``finish``):
         ActionExecutionError: an action raised under the ``fail`` policy; the run is
@@ -151,6 +178,9 @@ class LocalRunner:
         self._clock_offset_ms = 0
         self._ready: deque[Any] = deque()  # keys whose durable call finished
         self._watched: set[int] = set()
+        self._order = InputOrder()
+        self._unreturned: list[Any] = []
+        """Outputs released and not yet returned by ``run``, ``feed`` or ``finish``."""
         self.keyed_outputs: list[tuple[Any, Any]] = []
         self.outputs_per_key: Counter[Any] = Counter()
         self.errors: list[dict[str, Any]] = []
@@ -159,42 +189,78 @@ class LocalRunner:
     # -- input -----------------------------------------------------------------------------
 
     def run(self, key: Any, record: Any) -> list[Any]:
-        """One record of ``key``, run to its end; returns the outputs this produced (those
-        of a run given up under the error policy included, as on Flink)."""
-        outputs = self.feed(key, record)
-        while True:
-            parked = self.driver.parked.get(key)
-            if parked is not None:
-                wait([parked[1].future])
-                outputs += self._call(key, self.driver.on_timer(key, *self._of(key)))
-                continue
-            control = self._states[key].stored_control
-            if control is None or control.run is None:
-                return outputs
-            outputs += self._jump_to(control.run.retry_at_ms)  # a retry's backoff
+        """One record of ``key``, run to its end; returns the outputs released meanwhile:
+        this record's (those of a run given up under the error policy included, as on
+        Flink), after those of the records fed before it, whose runs it waits for too. (A
+        run restored from a snapshot waits for its key's next record or ``finish``: until
+        then it holds back what later records' runs emit.)"""
+        try:
+            position = self._feed(key, record)
+            self._settle(lambda: self._order.released(position))
+        finally:
+            self._release()
+        return self._returned()
 
     def feed(self, key: Any, record: Any) -> list[Any]:
         """Hand one record of ``key`` to the driver without waiting for async actions;
-        returns the outputs produced meanwhile (by this and by other keys' runs)."""
-        outputs = self._call(key, self.driver.on_record(key, record, *self._of(key)))
-        return outputs + self._wake_ready()
+        returns the outputs released meanwhile (of this and of earlier records' runs)."""
+        try:
+            self._feed(key, record)
+            self._wake_ready()
+        finally:
+            self._release()
+        return self._returned()
+
+    def reject(self, error: dict[str, Any]) -> None:
+        """An input that never reaches the agent (its key could not be taken): its
+        ``rejected`` error record, at its place in the input, whatever the error policy."""
+        position = self._order.admit()
+        self._order.add(position, (None, (ERRORS, error)))
+        self._order.close(position)
+        self.metrics.input_rejected()
+        self._release()
 
     def finish(self) -> list[Any]:
-        """End the input: run every parked run, retry and queued input to its end."""
-        outputs: list[Any] = []
+        """End the input: run every parked run, retry and queued input to its end; returns
+        the outputs released meanwhile (all that were held back)."""
+        try:
+            self._settle(lambda: False)
+            for key in sorted(self._at_end, key=repr):  # runs no timer finished (restored ones)
+                self._call(key, self.driver.on_end_of_input(key, *self._of(key)))
+            self._at_end.clear()
+        finally:
+            self._release(self._order.flush())
+        return self._returned()
+
+    def _feed(self, key: Any, record: Any) -> int:
+        """Hand ``record`` to the driver; its position in the input."""
+        position = self._order.admit()
+        state = self._state(key)
+        if state.in_progress:
+            state.origins.append(position)  # queued behind the run in progress
+        else:
+            # Starts now (ahead of inputs an action failing under ``fail`` left queued).
+            state.origins.appendleft(position)
+        self._call(key, self.driver.on_record(key, record, *self._of(key)))
+        return position
+
+    def _settle(self, done: Callable[[], bool]) -> None:
+        """Resume parked runs as their calls finish and fire timers (the clock jumping over
+        a retry's backoff) until ``done()``, or until no run waits for either."""
         while True:
-            outputs += self._wake_ready()
-            if self.driver.parked:
-                futures = [s.future for _, s in self.driver.parked.values()]
-                wait(futures, return_when=FIRST_COMPLETED)
+            self._wake_ready()
+            self._release()
+            if done():
+                return
+            parked = self.driver.parked
+            if parked:
+                wait([s.future for _, s in parked.values()], return_when=FIRST_COMPLETED)
+                for key in [k for k, (_, s) in parked.items() if s.future.done()]:
+                    self._call(key, self.driver.on_timer(key, *self._of(key)))
                 continue
             if not self._timers:
-                break
-            outputs += self._jump_to(self._timers[0][0])
-        for key in sorted(self._at_end, key=repr):  # runs no timer finished (restored ones)
-            outputs += self._call(key, self.driver.on_end_of_input(key, *self._of(key)))
-        self._at_end.clear()
-        return outputs
+                return
+            self._jump_to(self._timers[0][0])
 
     # -- state -----------------------------------------------------------------------------
 
@@ -206,11 +272,21 @@ class LocalRunner:
     def restore(self, snapshot: LocalSnapshot) -> None:
         """Go back to ``snapshot``, as Flink restores state after a failure: runs that were
         parked in this process are forgotten (the action log, outside the state, keeps
-        what happened since)."""
+        what happened since), and what they emitted is released. The restored runs and
+        queued inputs take the next places in the input, in their old order."""
         self._states = copy.deepcopy(snapshot.states)
         self.driver = KeyDriver(self.engine, errors=ERRORS, snapshots=SNAPSHOTS)
         self._timers.clear()
         self._ready.clear()
+        self._release(self._order.flush())
+        old = sorted({p for state in self._states.values() for p in state.origins})
+        new = {position: self._order.admit() for position in old}
+        for state in self._states.values():
+            state.origins = deque(new[p] for p in state.origins)
+            control = state.stored_control
+            expected = (control.run is not None) + control.pending if control else 0
+            while len(state.origins) < expected:  # a state made by hand
+                state.origins.append(self._order.admit())
 
     @property
     def metrics(self) -> AgentMetrics:
@@ -243,28 +319,25 @@ class LocalRunner:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000 + self._clock_offset_ms
 
-    def _jump_to(self, due_ms: int) -> list[Any]:
+    def _jump_to(self, due_ms: int) -> None:
         """Move the clock to ``due_ms`` (never back) and fire the timers due by then."""
         self._clock_offset_ms += max(0, due_ms - self.now_ms())
-        return self._fire_due()
+        self._fire_due()
 
-    def _fire_due(self) -> list[Any]:
-        outputs: list[Any] = []
+    def _fire_due(self) -> None:
         now = self.now_ms()
         while self._timers and self._timers[0][0] <= now:
             _, _, key = heapq.heappop(self._timers)
-            outputs += self._call(key, self.driver.on_timer(key, *self._of(key)))
-        return outputs
+            self._call(key, self.driver.on_timer(key, *self._of(key)))
 
-    def _wake_ready(self) -> list[Any]:
+    def _wake_ready(self) -> None:
         """Resume the runs whose durable call finished, and fire due timers."""
-        outputs = self._fire_due()
+        self._fire_due()
         while self._ready:
             key = self._ready.popleft()
             parked = self.driver.parked.get(key)
             if parked is not None and parked[1].future.done():
-                outputs += self._call(key, self.driver.on_timer(key, *self._of(key)))
-        return outputs
+                self._call(key, self.driver.on_timer(key, *self._of(key)))
 
     def _state(self, key: Any) -> LocalKeyState:
         state = self._states.get(key)
@@ -275,19 +348,40 @@ class LocalRunner:
     def _of(self, key: Any) -> tuple[LocalKeyState, _LocalTimers]:
         return self._state(key), _LocalTimers(self, key)
 
-    def _call(self, key: Any, emitted: Iterator[Any]) -> list[Any]:
-        """Consume one callback's emissions; returns its outputs."""
-        outputs = []
-        for item in emitted:
+    def _call(self, key: Any, emitted: Iterator[Any]) -> None:
+        """Consume one callback's emissions, each held at the position of the run that made
+        it (``LocalKeyState.origins``); close the positions whose runs ended."""
+        state = self._state(key)
+        origins, order = state.origins, self._order
+        try:
+            for item in emitted:
+                if not origins:  # a run no input of this runner started (a state made by hand)
+                    origins.append(order.admit())
+                order.add(origins[0], (key, item))
+        finally:
+            for position in state.ended:
+                order.close(position)
+            state.ended.clear()
+            if origins and not state.in_progress:
+                order.close(origins.popleft())
+            self._watch(key)
+
+    def _release(self, items: list[Any] | None = None) -> None:
+        """Report what the order releases (or ``items``, released already): outputs to
+        ``keyed_outputs`` and the outputs to return, errors and snapshots to their lists."""
+        for key, item in self._order.release() if items is None else items:
             if isinstance(item, tuple) and len(item) == 2 and item[0] is ERRORS:
                 self.errors.append(item[1])
             elif isinstance(item, tuple) and len(item) == 2 and item[0] is SNAPSHOTS:
                 self.memory_snapshots.append(item[1])
             else:
-                outputs.append(item)
                 self.keyed_outputs.append((key, item))
-        self.outputs_per_key[key] += len(outputs)
-        self._watch(key)
+                self.outputs_per_key[key] += 1
+                self._unreturned.append(item)
+
+    def _returned(self) -> list[Any]:
+        """The outputs released since the last call returned them."""
+        outputs, self._unreturned = self._unreturned, []
         return outputs
 
     def _watch(self, key: Any) -> None:
@@ -327,8 +421,11 @@ class LocalAgentBuilder(AgentBuilder):
         return self
 
     def to_keyed_list(self) -> list[tuple[Any, Any]]:
-        """Run every record and return ``(key, output)`` pairs: per key in input order;
-        async runs of different keys overlap, so keys interleave as their calls finish."""
+        """Run every record and return ``(key, output)`` pairs in input order: the outputs
+        of each record's run in the order it emitted them, runs in the order of their
+        records. Runs of different keys still overlap (one waiting on an async call or a
+        long-term write does not hold up the others); only the report waits for the
+        earlier records' runs, so the list is the same from run to run."""
         runner = self._run()
         return list(runner.keyed_outputs)
 
@@ -338,13 +435,15 @@ class LocalAgentBuilder(AgentBuilder):
     def error_stream(self) -> list[dict[str, Any]]:
         """Input that never reached the agent (``rejected``: its key could not be taken) and
         runs given up under the ``error-output`` or ``retry`` policy (``failed_run``), as
-        the Flink runner's ``error_stream()`` emits them. Runs the input if it has not run
-        yet."""
+        the Flink runner's ``error_stream()`` emits them, in input order (as ``to_list``:
+        a run given up after retries keeps its record's place). Runs the input if it has
+        not run yet."""
         return list(self._run().errors)
 
     def memory_stream(self) -> list[dict[str, Any]]:
         """With the ``memory_snapshots`` option: after every run, a dict with ``key``,
-        ``run_sequence`` and ``short_term_memory`` (a nested-dict snapshot)."""
+        ``run_sequence`` and ``short_term_memory`` (a nested-dict snapshot), in input order
+        (as ``to_list``)."""
         if not self._options.memory_snapshots:
             raise FlinkAgentsError("memory snapshots are off: pass memory_snapshots=True")
         return list(self._run().memory_snapshots)
@@ -364,8 +463,7 @@ class LocalAgentBuilder(AgentBuilder):
                 try:
                     key = take_key(self._key_of, record)
                 except BadRecord as error:  # bad input, whatever the error policy
-                    runner.errors.append(rejected(str(error), input=record))
-                    runner.metrics.input_rejected()
+                    runner.reject(rejected(str(error), input=record))
                     continue
                 runner.feed(key, record)
             runner.finish()
