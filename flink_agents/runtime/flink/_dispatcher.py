@@ -100,6 +100,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
                 open_action_log(self._action_log_url),
                 self._job_id,
                 retention_ms=options.action_log_retention_ms,
+                generated_name=self._job_id != options.action_log_job,
             )
         with import_lock:  # binding imports the plan's modules
             bound = bind_plan(plan_from_json(self._plan_json))
