@@ -111,10 +111,11 @@ def _stats(log: ActionLog, as_json: bool) -> int:
     records = sum(job.records + job.interrupted for job in jobs)
     print(f"{log.name}: {_size(size)}, {records} actions of {len(jobs)} jobs")
     if jobs:
-        print(f"{'job':<36} {'kind':<9} {'records':>8} {'calls':>6} {'payload':>9}  newest record")
+        header = f"{'job':<36} {'kind':<9} {'records':>8} {'unfinished':>10} {'payload':>9}"
+        print(f"{header}  newest record")
         for job in sorted(jobs, key=lambda j: j.newest_ms or 0, reverse=True):
             print(
-                f"{job.job:<36} {_kind(job):<9} {job.records:>8} {job.interrupted:>6} "
+                f"{job.job:<36} {_kind(job):<9} {job.records:>8} {job.interrupted:>10} "
                 f"{_size(job.payload_bytes):>9}  {_when(job.newest_ms)}"
             )
     return 0

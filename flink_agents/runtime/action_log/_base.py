@@ -419,9 +419,10 @@ class ActionLog(ABC):
         return None
 
     def reclaim_space(self, full: bool = False) -> None:
-        """Give the space of removed rows back to the file system where the store keeps it
-        (``full``: also where that means rewriting the store, which may take long and
-        waits for other writers). Rows are unchanged. The default does nothing."""
+        """Give the space of removed rows back (to the file system, or for new rows), as far
+        as the store can without stopping its writers for long; ``full``: also where that
+        means rewriting the store once (a SQLite file made before auto-vacuum). Rows are
+        unchanged. The default does nothing."""
         return None
 
     @abstractmethod

@@ -7,8 +7,9 @@ operation is retried once on a new one.
 
 Space: rows that ``prune`` or ``expire_jobs`` delete are reclaimed for new rows by
 PostgreSQL's autovacuum, so the tables stay bounded with their rows; ``reclaim_space`` runs
-a plain ``VACUUM`` at once (``flink-agents log prune``), and ``VACUUM FULL`` with
-``full=True``, which locks the tables while it rewrites them.
+a plain ``VACUUM`` at once (``flink-agents log prune``), also with ``full=True``: ``VACUUM
+FULL`` would lock the tables against every job while it rewrites them, a decision left to
+the database's administrator.
 """
 
 from __future__ import annotations
@@ -387,9 +388,9 @@ class PostgresActionLog(ActionLog):
 
     def reclaim_space(self, full: bool = False) -> None:
         # VACUUM cannot run in a transaction: on the autocommit connection, outside _run's.
+        # Never FULL (see the module docstring), whatever ``full`` says.
         with self._lock:
-            conn = self._connection()
-            conn.execute(f"VACUUM {'(FULL) ' if full else ''}{', '.join(_TABLES)}")
+            self._connection().execute(f"VACUUM {', '.join(_TABLES)}")
 
     def count(self, job: str) -> int:
         row = self._run(

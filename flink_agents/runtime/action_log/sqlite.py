@@ -468,16 +468,17 @@ class SqliteActionLog(ActionLog):
     def reclaim_space(self, full: bool = False) -> None:
         with self._lock:
             db = self._connection()
-            if full:
-                if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # not incremental
-                    db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # applied by the VACUUM
+            if full and db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # not incremental
+                # A file made before auto-vacuum: rewritten once, with it on from now on.
+                db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # applied by the VACUUM
                 db.execute("VACUUM")
             else:
                 # Each step of the pragma frees one page, and ``execute`` takes one step:
                 # ``executescript`` runs it to the end. Nothing happens with auto-vacuum off.
                 db.executescript("PRAGMA incremental_vacuum;")
-            # The file shrinks when the WAL is checkpointed; PASSIVE never waits for readers.
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            # The file shrinks when the WAL is checkpointed. PASSIVE never waits for readers;
+            # TRUNCATE (by hand: ``full``) waits for them, then empties the WAL file too.
+            db.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if full else 'PASSIVE'})")
 
     def count(self, job: str) -> int:
         with self._read() as db:
