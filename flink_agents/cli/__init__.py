@@ -1,4 +1,5 @@
-"""The ``flink-agents`` command: demo, run, validate and compile agents, load knowledge."""
+"""The ``flink-agents`` command: demo, run, validate and compile agents, load knowledge,
+look into and prune the action log."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 
 from flink_agents.api import PlanError
-from flink_agents.cli import _history, _knowledge
+from flink_agents.cli import _history, _knowledge, _log
 from flink_agents.plan import compile_agent, load_plan
 from flink_agents.plan._refs import RefError, import_ref
 
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _knowledge.add_parser(commands)
     _history.add_parser(commands)
+    _log.add_parser(commands)
 
     llm = commands.add_parser(
         "llm-server", help="serve a scripted OpenAI-compatible TEST STAND-IN (not a real model)"
@@ -213,4 +215,5 @@ _COMMANDS = {
     "llm-server": _cmd_llm_server,
     "knowledge": _knowledge.run,
     "history": _history.run,
+    "log": _log.run,
 }

@@ -25,7 +25,10 @@ the serializer cannot store) is the action's own.
 Epochs are wall-clock milliseconds. PyFlink gives Python functions no checkpoint
 notifications, so retention is a time window: a record is pruned once it is older than
 ``retention_ms`` *and* this attempt has run for ``retention_ms`` (records written before a
-restart stay until the replay that needs them is long past). See docs/consistency.md.
+restart stay until the replay that needs them is long past). Other jobs' records go by
+``ActionLog.expire_jobs``, which each attempt runs when it starts: a job whose name was
+generated for its submission, not seen (its heartbeat, ``JobHeartbeat``) nor written to
+within its own window. See docs/consistency.md.
 
 **What is written when** (design section 5: "a durable call's result is durable before the
 action goes on past that call"):
@@ -123,9 +126,11 @@ from flink_agents.runtime.action_log import (
     DurableCall,
     EncodedCall,
     EncodedRecord,
+    JobMarker,
     UnstorableValueError,
     digest_args,
 )
+from flink_agents.runtime.action_log._heartbeat import JobHeartbeat
 from flink_agents.runtime.action_log._ids import NAMESPACE
 
 logger = logging.getLogger(__name__)
@@ -216,6 +221,8 @@ class ActionJournal:
         log: the storage.
         job: partitions the log; must stay the same across restarts of the job (and be new
             for a new job, or its fresh run sequences would hit old records).
+        generated_name: ``job`` was generated for this submission (no ``action-log-job``):
+            once no attempt of it runs, its records may be expired by other jobs.
         retention_ms: how long records are kept (see the module docstring).
         clock: milliseconds now; injectable for tests.
         batch_size: completed records per transaction, at most.
@@ -238,6 +245,8 @@ class ActionJournal:
         replayed_actions: completed actions found in the log.
         reused_calls: durable calls answered from the log.
         pruned: actions removed by ``maybe_prune``.
+        expired: actions of other jobs removed when this journal started
+            (``ActionLog.expire_jobs``).
         batches: transactions the writer committed (each holding one or more records).
         written: completed records the writer committed.
     """
@@ -254,6 +263,7 @@ class ActionJournal:
         max_queued: int = MAX_QUEUED,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         call_linger_ms: float = CALL_LINGER_MS,
+        generated_name: bool = False,
     ) -> None:
         self.log = log
         self.job = job
@@ -268,8 +278,19 @@ class ActionJournal:
         self.pruned = 0
         self._preloaded: tuple[ActionIdentity, list[DurableCall]] | None = None
         self._closed = False
+        marker = JobMarker(job, generated_name, retention_ms, self.started_ms)
+        self._heartbeat = JobHeartbeat(log, marker, clock, retention_ms / 4000)
+        with self._operation("marking the job"):
+            self._heartbeat.mark()  # before the run index is read: see expire_jobs
         with self._operation("loading the run index"):
             self._index: dict[str, int] = dict(log.run_index(job))
+        with self._operation("expiring the records of jobs no restore can need"):
+            expired = log.expire_jobs(self.started_ms)
+        self.expired = sum(expired.values())
+        if expired:
+            logger.info("expired %d jobs from action log %s", len(expired), log.name)
+        self._heartbeat.start()
+        weakref.finalize(self, self._heartbeat.stop, False)  # a journal never closed
         if self._index:
             logger.info(
                 "action log %s holds runs of %d keys of job %s from an earlier attempt: their "
@@ -517,6 +538,7 @@ class ActionJournal:
             self.check()
             return
         self._closed = True
+        self._heartbeat.stop()
         try:
             self._calls.close()  # what is queued first: its actions may be waiting for it
             self._writer.close()

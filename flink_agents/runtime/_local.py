@@ -521,8 +521,10 @@ def local_journal(options: AgentOptions) -> ActionJournal | None:
         if options.action_log is not None:  # "none"
             return None
         url = "memory://"
+    job = options.action_log_job or uuid.uuid4().hex
     return ActionJournal(
         open_action_log(url),
-        options.action_log_job or uuid.uuid4().hex,
+        job,
         retention_ms=options.action_log_retention_ms,
+        generated_name=job != options.action_log_job,
     )

@@ -92,6 +92,43 @@ class InterruptedAction:
     epoch: int
 
 
+@dataclass(frozen=True)
+class JobMarker:
+    """What a job tells the log about itself, so that other jobs can tell when none of its
+    records can be needed any more (``ActionLog.expire_jobs``). Stored per job since schema
+    version 2 (2026-11-28); a job written by an older version has none and is never expired.
+
+    ``generated``: the job's name was made for one submission (``action-log-job`` unset), so
+    only that submission's attempts can read its records; a pinned name may be read again by
+    a later submission restored from a savepoint. ``retention_ms``: the job's
+    ``action-log-retention-ms``. ``seen_ms``: when an attempt of the job last said it was
+    alive (wall-clock milliseconds, like epochs).
+    """
+
+    job: str
+    generated: bool
+    retention_ms: int
+    seen_ms: int
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One job's share of a log, for people looking at it (``flink-agents log stats``).
+
+    ``records``: completed actions; ``interrupted``: actions with recorded calls and no
+    record; ``payload_bytes``: the size of their payloads; ``newest_ms``: the largest epoch
+    of any of them (None when the job holds nothing but its marker); ``marker``: None for a
+    job written before markers were kept.
+    """
+
+    job: str
+    records: int
+    interrupted: int
+    payload_bytes: int
+    newest_ms: int | None
+    marker: JobMarker | None
+
+
 class EncodedRecord(NamedTuple):
     """A completed record ready to store: its identity, its epoch and its payload (the rest
     of the record, serialized). ``ActionLog.encode`` makes it, on the thread that completed
@@ -197,7 +234,14 @@ class ActionLog(ABC):
       stores its whole batch in one transaction: all of it or none of it.
     - Values are stored through the serializer, never by reference: changing an object after
       recording it does not change the log.
-    - ``job`` partitions everything: no method ever reads or removes another job's rows.
+    - ``job`` partitions everything: no method reads or removes another job's rows, but
+      ``expire_jobs`` (the rule below) and the listings for people (``jobs``,
+      ``job_summaries``).
+    - ``expire_jobs`` removes a job only when no restore can need it: its marker says its
+      name was generated, and neither its marker's ``seen_ms`` nor any of its rows' epochs
+      is within its own retention window of ``now_ms``. The check and the removal are one
+      transaction, so a ``mark_job`` of that job (an attempt starting) either comes first
+      and keeps the job, or finds it gone whole. Jobs without a marker are never removed.
     - ``run_index(job)`` is one query served by an index (the SQL backends' primary keys
       start with job, key and run sequence), run once per attempt, and sees every write
       that returned before it was called, in any process.
@@ -346,6 +390,40 @@ class ActionLog(ABC):
             The number of actions removed (completed ones plus interrupted ones), so that
             ``count`` drops by exactly this much.
         """
+
+    @abstractmethod
+    def mark_job(self, marker: JobMarker) -> None:
+        """Store ``marker`` as its job's, replacing the one stored: an attempt of the job
+        calls it when it starts and then as it goes on, to say it is alive."""
+
+    @abstractmethod
+    def expire_jobs(self, now_ms: int) -> dict[str, int]:
+        """Remove every job no restore can need any more (the rule is in the class
+        docstring): its completed records, its partial calls and its marker. Also drop the
+        marker of any job, pinned or not, that holds no rows and was not seen within its
+        window (a later attempt marks it again).
+
+        Returns:
+            For each job whose rows were removed, how many actions went (completed plus
+            interrupted, as ``prune`` counts them).
+        """
+
+    @abstractmethod
+    def job_summaries(self) -> list[JobSummary]:
+        """Every job the log holds rows or a marker of, sorted by name. For people (``flink-
+        agents log stats``): it reads every row's job, epoch and payload size."""
+
+    def storage_bytes(self) -> int | None:
+        """What the log takes on disk (the file and its write-ahead log, or the tables
+        with their indexes), None if unknown."""
+        return None
+
+    def reclaim_space(self, full: bool = False) -> None:
+        """Give the space of removed rows back (to the file system, or for new rows), as far
+        as the store can without stopping its writers for long; ``full``: also where that
+        means rewriting the store once (a SQLite file made before auto-vacuum). Rows are
+        unchanged. The default does nothing."""
+        return None
 
     @abstractmethod
     def count(self, job: str) -> int:
@@ -502,6 +580,31 @@ def decode_record(
         epoch=epoch,
         previous=body.get("previous"),
     )
+
+
+def job_summaries(
+    records: Sequence[tuple[Any, ...]],
+    interrupted: Sequence[tuple[Any, ...]],
+    markers: Sequence[tuple[Any, ...]],
+) -> list[JobSummary]:
+    """The SQL backends' per-job rows as ``JobSummary``s: ``records`` and ``interrupted``
+    as ``(job, actions, payload bytes, largest epoch)``, ``markers`` as ``(job, generated,
+    retention_ms, seen_ms)``."""
+    found: dict[str, list[Any]] = {}
+    for column, rows in ((0, records), (1, interrupted)):
+        for job, actions, size, newest in rows:
+            entry = found.setdefault(job, [0, 0, 0, None])
+            entry[column] = int(actions)
+            entry[2] += int(size or 0)
+            if newest is not None:
+                entry[3] = int(newest) if entry[3] is None else max(entry[3], int(newest))
+    marked = {
+        row[0]: JobMarker(row[0], bool(row[1]), int(row[2]), int(row[3])) for row in markers
+    }
+    return [
+        JobSummary(job, *found.get(job, (0, 0, 0, None)), marked.get(job))
+        for job in sorted(found.keys() | marked.keys())
+    ]
 
 
 def interrupted_actions(

@@ -18,6 +18,8 @@ from flink_agents.runtime.action_log._base import (
     EncodedCall,
     EncodedRecord,
     InterruptedAction,
+    JobMarker,
+    JobSummary,
     PickleSerializer,
     Serializer,
     decode_call,
@@ -43,6 +45,7 @@ class InMemoryActionLog(ActionLog):
         self._lock = threading.Lock()
         self._records: dict[ActionIdentity, tuple[int, bytes]] = {}
         self._partials: dict[ActionIdentity, _Partial] = {}
+        self._markers: dict[str, JobMarker] = {}
 
     @property
     def name(self) -> str:
@@ -132,6 +135,50 @@ class InMemoryActionLog(ActionLog):
                 del self._partials[identity]
         return len(old) + len(stale)
 
+    def mark_job(self, marker: JobMarker) -> None:
+        with self._lock:
+            stored = self._markers.get(marker.job)
+            seen_ms = marker.seen_ms if stored is None else max(stored.seen_ms, marker.seen_ms)
+            self._markers[marker.job] = JobMarker(
+                marker.job, marker.generated, marker.retention_ms, seen_ms
+            )
+
+    def expire_jobs(self, now_ms: int) -> dict[str, int]:
+        removed: dict[str, int] = {}
+        with self._lock:  # one lock hold: mark_job comes before or after, as a transaction
+            for job, marker in list(self._markers.items()):
+                if marker.seen_ms >= now_ms - marker.retention_ms:
+                    continue
+                since = now_ms - marker.retention_ms if marker.generated else None
+                records = [i for i in self._records if i.job == job]
+                partials = [i for i in self._partials if i.job == job]
+                epochs = [self._records[i][0] for i in records]
+                epochs += [self._partials[i].epoch for i in partials]
+                if any(since is None or epoch >= since for epoch in epochs):
+                    continue  # a row within the window, or any row of a pinned job
+                if marker.generated:
+                    for identity in records:
+                        del self._records[identity]
+                    for identity in partials:
+                        del self._partials[identity]
+                    removed[job] = len(records) + len(partials)
+                del self._markers[job]
+        return removed
+
+    def job_summaries(self) -> list[JobSummary]:
+        with self._lock:
+            found: dict[str, list[int | None]] = {}
+            for identity, (epoch, payload) in self._records.items():
+                _add(found.setdefault(identity.job, [0, 0, 0, None]), 0, epoch, len(payload))
+            for identity, partial in self._partials.items():
+                size = sum(map(len, partial.payloads.values()))
+                _add(found.setdefault(identity.job, [0, 0, 0, None]), 1, partial.epoch, size)
+            markers = dict(self._markers)
+        return [
+            JobSummary(job, *found.get(job, (0, 0, 0, None)), markers.get(job))  # type: ignore[arg-type]
+            for job in sorted(found.keys() | markers.keys())
+        ]
+
     def count(self, job: str) -> int:
         with self._lock:
             return sum(i.job == job for i in self._records) + sum(
@@ -140,6 +187,13 @@ class InMemoryActionLog(ActionLog):
 
     def close(self) -> None:
         """Nothing to release; the records stay readable."""
+
+
+def _add(entry: list[int | None], column: int, epoch: int, size: int) -> None:
+    """Count one action in a job's ``[records, interrupted, bytes, newest]``."""
+    entry[column] = (entry[column] or 0) + 1
+    entry[2] = (entry[2] or 0) + size
+    entry[3] = epoch if entry[3] is None else max(entry[3], epoch)
 
 
 def _order(identity: ActionIdentity) -> tuple[int, int, str]:

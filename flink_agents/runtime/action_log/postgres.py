@@ -4,6 +4,12 @@ Every task manager of a job writes to the same database, so the log survives los
 them. One connection per log, shared by the threads of a process behind a lock; writes are
 single transactions, and every operation is idempotent, so after a dropped connection the
 operation is retried once on a new one.
+
+Space: rows that ``prune`` or ``expire_jobs`` delete are reclaimed for new rows by
+PostgreSQL's autovacuum, so the tables stay bounded with their rows; ``reclaim_space`` runs
+a plain ``VACUUM`` at once (``flink-agents log prune``), also with ``full=True``: ``VACUUM
+FULL`` would lock the tables against every job while it rewrites them, a decision left to
+the database's administrator.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ from flink_agents.runtime.action_log._base import (
     EncodedCall,
     EncodedRecord,
     InterruptedAction,
+    JobMarker,
+    JobSummary,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
     interrupted_actions,
+    job_summaries,
     redact_secrets,
 )
 
@@ -52,6 +61,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             epoch BIGINT NOT NULL, payload BYTEA NOT NULL,
             PRIMARY KEY ({_ID}, call_index))""",
         "CREATE INDEX action_log_calls_epoch ON action_log_calls (job, epoch)",
+    ),
+    (  # 2: job markers (2026-11-28), for expire_jobs; older versions ignore the table
+        """CREATE TABLE action_log_jobs (
+            job TEXT NOT NULL PRIMARY KEY, generated BOOLEAN NOT NULL,
+            retention_ms BIGINT NOT NULL, seen_ms BIGINT NOT NULL)""",
     ),
 )
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
@@ -81,6 +95,34 @@ _DELETE_CALLS = (
     " WHERE c.job = done.job AND c.run_key = done.run_key"
     " AND c.run_sequence = done.run_sequence AND c.step = done.step"
     " AND c.action = done.action"
+)
+
+
+# Job markers (``expire_jobs``).
+_TABLES = ("action_log_records", "action_log_calls", "action_log_jobs")
+_MARKER_COLUMNS = "generated, retention_ms, seen_ms"
+_MARK_JOB = (
+    f"INSERT INTO action_log_jobs (job, {_MARKER_COLUMNS}) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (job) DO UPDATE SET generated = excluded.generated,"
+    " retention_ms = excluded.retention_ms,"
+    " seen_ms = GREATEST(action_log_jobs.seen_ms, excluded.seen_ms)"
+)
+_UNSEEN_JOBS = "SELECT job FROM action_log_jobs WHERE seen_ms < %s - retention_ms"
+# Served by the (job, epoch) indexes.
+_HOLDS_SINCE = (
+    "SELECT EXISTS (SELECT 1 FROM action_log_records WHERE job = %s AND epoch >= %s)"
+    " OR EXISTS (SELECT 1 FROM action_log_calls WHERE job = %s AND epoch >= %s)"
+)
+_NEVER = -(2**63)
+"""An epoch below every other: ``_HOLDS_SINCE`` with it asks whether a job holds any row."""
+_RECORDS_PER_JOB = (
+    "SELECT job, COUNT(*), SUM(octet_length(payload)), MAX(epoch) FROM action_log_records"
+    " GROUP BY job"
+)
+_INTERRUPTED_PER_JOB = (
+    "SELECT job, COUNT(*), SUM(size), MAX(epoch) FROM (SELECT job,"
+    " SUM(octet_length(payload)) AS size, MAX(epoch) AS epoch FROM action_log_calls"
+    f" GROUP BY {_ID}) actions GROUP BY job"
 )
 
 
@@ -294,6 +336,62 @@ class PostgresActionLog(ActionLog):
 
         return self._run(delete)
 
+    def mark_job(self, marker: JobMarker) -> None:
+        row = (marker.job, marker.generated, marker.retention_ms, marker.seen_ms)
+        self._run(lambda conn: conn.execute(_MARK_JOB, row))
+
+    def expire_jobs(self, now_ms: int) -> dict[str, int]:
+        # The markers alone first: most calls end here.
+        candidates = self._run(lambda conn: conn.execute(_UNSEEN_JOBS, (now_ms,)).fetchall())
+        if not candidates:
+            return {}
+
+        def expire(conn: psycopg.Connection[Any]) -> dict[str, int]:
+            removed: dict[str, int] = {}
+            for (job,) in candidates:
+                # Locked: a mark_job of this job (an attempt starting) waits for the end of
+                # this transaction, or this waits for it and sees it.
+                row = conn.execute(
+                    f"SELECT {_MARKER_COLUMNS} FROM action_log_jobs WHERE job = %s FOR UPDATE",
+                    (job,),
+                ).fetchone()
+                if row is None or row[2] >= now_ms - row[1]:
+                    continue  # gone already, or an attempt marked it since
+                generated, retention_ms, _seen_ms = row
+                since = _NEVER if not generated else now_ms - retention_ms
+                held = conn.execute(_HOLDS_SINCE, (job, since) * 2).fetchone()
+                if held and held[0]:
+                    continue  # a row within the window, or any row of a pinned job
+                if generated:
+                    removed[job] = _delete_job(conn, job)
+                conn.execute("DELETE FROM action_log_jobs WHERE job = %s", (job,))
+            return removed
+
+        return self._run(expire)
+
+    def job_summaries(self) -> list[JobSummary]:
+        def read(conn: psycopg.Connection[Any]) -> list[JobSummary]:
+            # One transaction; REPEATABLE READ so its statements read one snapshot.
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            return job_summaries(
+                conn.execute(_RECORDS_PER_JOB).fetchall(),
+                conn.execute(_INTERRUPTED_PER_JOB).fetchall(),
+                conn.execute(f"SELECT job, {_MARKER_COLUMNS} FROM action_log_jobs").fetchall(),
+            )
+
+        return self._run(read)
+
+    def storage_bytes(self) -> int | None:
+        sizes = " + ".join(f"pg_total_relation_size('{table}')" for table in _TABLES)
+        row = self._run(lambda conn: conn.execute(f"SELECT {sizes}").fetchone())
+        return int(row[0]) if row else None
+
+    def reclaim_space(self, full: bool = False) -> None:
+        # VACUUM cannot run in a transaction: on the autocommit connection, outside _run's.
+        # Never FULL (see the module docstring), whatever ``full`` says.
+        with self._lock:
+            self._connection().execute(f"VACUUM {', '.join(_TABLES)}")
+
     def count(self, job: str) -> int:
         row = self._run(
             lambda conn: conn.execute(
@@ -311,3 +409,14 @@ class PostgresActionLog(ActionLog):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _delete_job(conn: psycopg.Connection[Any], job: str) -> int:
+    """Delete every row of ``job``; the actions removed (as ``prune`` counts them)."""
+    row = conn.execute(
+        f"WITH gone AS (DELETE FROM action_log_calls WHERE job = %s RETURNING {_ID})"
+        f" SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM gone) g",
+        (job,),
+    ).fetchone()
+    removed = conn.execute("DELETE FROM action_log_records WHERE job = %s", (job,)).rowcount
+    return (row[0] if row else 0) + removed

@@ -9,6 +9,12 @@ never has to upgrade a read lock, which is where SQLite would fail without waiti
 An open SQLite connection goes on writing to a file that was deleted or replaced (the
 inode lives while it is open), which would lose every later record without an error. Each
 operation therefore checks first that the path still names the file it opened.
+
+The file stays bounded, not only its rows: a new file is made with incremental auto-vacuum,
+so the pages of jobs removed by ``expire_jobs`` go back to the file system at once, and the
+write-ahead log is cut back to ``WAL_SIZE_LIMIT`` after each checkpoint. A file made before
+(auto-vacuum off) reuses its free pages; ``reclaim_space(full=True)`` (``flink-agents log
+prune``) rewrites it once, with auto-vacuum on from then on.
 """
 
 from __future__ import annotations
@@ -31,14 +37,20 @@ from flink_agents.runtime.action_log._base import (
     EncodedCall,
     EncodedRecord,
     InterruptedAction,
+    JobMarker,
+    JobSummary,
     PickleSerializer,
     Serializer,
     decode_call,
     decode_record,
     interrupted_actions,
+    job_summaries,
 )
 
 BUSY_TIMEOUT_MS = 30_000
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+"""Bytes the write-ahead log file is cut back to after a checkpoint (SQLite keeps it at its
+largest size otherwise)."""
 
 _ID = "job, run_key, run_sequence, step, action"
 _WHERE_ID = "job = ? AND run_key = ? AND run_sequence = ? AND step = ? AND action = ?"
@@ -59,6 +71,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY ({_ID}, call_index))""",
         "CREATE INDEX action_log_calls_epoch ON action_log_calls (job, epoch)",
     ),
+    (  # 2: job markers (2026-11-28), for expire_jobs; older versions ignore the table
+        """CREATE TABLE action_log_jobs (
+            job TEXT NOT NULL PRIMARY KEY, generated INTEGER NOT NULL,
+            retention_ms INTEGER NOT NULL, seen_ms INTEGER NOT NULL)""",
+    ),
 )
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
 
@@ -70,6 +87,35 @@ _RUN_INDEX = """SELECT run_key, MAX(run_sequence) FROM (
     UNION ALL
     SELECT run_key, MAX(run_sequence) FROM action_log_calls WHERE job = ? GROUP BY run_key
 ) GROUP BY run_key"""
+
+
+# Job markers (``expire_jobs``).
+_MARKER_COLUMNS = "generated, retention_ms, seen_ms"
+_MARKER = f"SELECT {_MARKER_COLUMNS} FROM action_log_jobs"
+_MARK_JOB = (
+    f"INSERT INTO action_log_jobs (job, {_MARKER_COLUMNS}) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (job) DO UPDATE SET generated = excluded.generated,"
+    " retention_ms = excluded.retention_ms, seen_ms = MAX(seen_ms, excluded.seen_ms)"
+)
+_UNSEEN_JOBS = "SELECT job FROM action_log_jobs WHERE seen_ms < ? - retention_ms"
+# Served by the (job, epoch) indexes.
+_HOLDS_SINCE = (
+    "SELECT EXISTS (SELECT 1 FROM action_log_records WHERE job = ? AND epoch >= ?)"
+    " OR EXISTS (SELECT 1 FROM action_log_calls WHERE job = ? AND epoch >= ?)"
+)
+_NEVER = -(2**63)
+"""An epoch below every other: ``_HOLDS_SINCE`` with it asks whether a job holds any row."""
+_RECORDS_PER_JOB = (
+    "SELECT job, COUNT(*), SUM(LENGTH(payload)), MAX(epoch) FROM action_log_records GROUP BY job"
+)
+_INTERRUPTED_PER_JOB = (
+    "SELECT job, COUNT(*), SUM(size), MAX(epoch) FROM (SELECT job, SUM(LENGTH(payload)) AS size,"
+    f" MAX(epoch) AS epoch FROM action_log_calls GROUP BY {_ID}) GROUP BY job"
+)
+
+
+def _marker_row(marker: JobMarker) -> tuple[str, int, int, int]:
+    return (marker.job, int(marker.generated), marker.retention_ms, marker.seen_ms)
 
 
 # Batches are written with multi-row statements: the sqlite3 module releases the GIL around
@@ -191,7 +237,11 @@ class SqliteActionLog(ActionLog):
             check_same_thread=False,  # shared by threads, serialized by self._lock
         )
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Takes effect only in a new, empty file (before WAL mode is switched on, which
+        # writes the file's header); an older file keeps auto-vacuum off.
+        self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
         _use_wal(self._db)
+        self._db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         # WAL with NORMAL is durable against process crashes, which is what Flink recovery
         # is about; only an OS crash may lose the last transactions.
         self._db.execute("PRAGMA synchronous = NORMAL")
@@ -361,6 +411,74 @@ class SqliteActionLog(ActionLog):
                 "DELETE FROM action_log_records WHERE job = ? AND epoch < ?", (job, before_epoch)
             ).rowcount
         return removed + partial
+
+    def mark_job(self, marker: JobMarker) -> None:
+        with self._lock:  # one statement: its own transaction
+            self._connection().execute(_MARK_JOB, _marker_row(marker))
+
+    def expire_jobs(self, now_ms: int) -> dict[str, int]:
+        with self._read() as db:  # the markers alone: most calls end here
+            candidates = db.execute(_UNSEEN_JOBS, (now_ms,)).fetchall()
+        if not candidates:
+            return {}
+        removed: dict[str, int] = {}
+        with self._write() as db:  # checked again under the write lock: mark_job waits
+            for (job,) in candidates:
+                row = db.execute(f"{_MARKER} WHERE job = ?", (job,)).fetchone()
+                if row is None or row[2] >= now_ms - row[1]:
+                    continue  # gone already, or an attempt marked it since
+                generated, retention_ms, _seen_ms = row
+                since = now_ms - retention_ms if generated else _NEVER
+                if db.execute(_HOLDS_SINCE, (job, since) * 2).fetchone()[0]:
+                    continue  # a row within the window, or any row of a pinned job
+                if generated:
+                    removed[job] = self._delete_job(db, job)
+                db.execute("DELETE FROM action_log_jobs WHERE job = ?", (job,))
+        if removed:
+            self.reclaim_space()
+        return removed
+
+    @staticmethod
+    def _delete_job(db: sqlite3.Connection, job: str) -> int:
+        partial = db.execute(
+            f"SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM action_log_calls WHERE job = ?)",
+            (job,),
+        ).fetchone()[0]
+        db.execute("DELETE FROM action_log_calls WHERE job = ?", (job,))
+        return partial + db.execute("DELETE FROM action_log_records WHERE job = ?", (job,)).rowcount
+
+    def job_summaries(self) -> list[JobSummary]:
+        with self._read() as db:
+            db.execute("BEGIN")  # the three statements read one snapshot
+            try:
+                records = db.execute(_RECORDS_PER_JOB).fetchall()
+                interrupted = db.execute(_INTERRUPTED_PER_JOB).fetchall()
+                markers = db.execute(f"SELECT job, {_MARKER_COLUMNS} FROM action_log_jobs")
+                markers = markers.fetchall()
+            finally:
+                db.execute("COMMIT")
+        return job_summaries(records, interrupted, markers)
+
+    def storage_bytes(self) -> int | None:
+        if self.path == ":memory:":
+            return None
+        files = (Path(self.path), Path(f"{self.path}-wal"))
+        return sum(file.stat().st_size for file in files if file.exists())
+
+    def reclaim_space(self, full: bool = False) -> None:
+        with self._lock:
+            db = self._connection()
+            if full and db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # not incremental
+                # A file made before auto-vacuum: rewritten once, with it on from now on.
+                db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # applied by the VACUUM
+                db.execute("VACUUM")
+            else:
+                # Each step of the pragma frees one page, and ``execute`` takes one step:
+                # ``executescript`` runs it to the end. Nothing happens with auto-vacuum off.
+                db.executescript("PRAGMA incremental_vacuum;")
+            # The file shrinks when the WAL is checkpointed. PASSIVE never waits for readers;
+            # TRUNCATE (by hand: ``full``) waits for them, then empties the WAL file too.
+            db.execute(f"PRAGMA wal_checkpoint({'TRUNCATE' if full else 'PASSIVE'})")
 
     def count(self, job: str) -> int:
         with self._read() as db:

@@ -109,6 +109,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
                 open_action_log(self._action_log_url),
                 self._job_id,
                 retention_ms=options.action_log_retention_ms,
+                generated_name=self._job_id != options.action_log_job,
             )
         with import_lock:  # binding imports the plan's modules
             if self._script is not None:

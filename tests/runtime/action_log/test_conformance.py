@@ -14,6 +14,8 @@ from flink_agents.runtime.action_log import (
     ActionLog,
     ActionRecord,
     DurableCall,
+    JobMarker,
+    JobSummary,
     RecordedError,
     UnstorableValueError,
 )
@@ -514,3 +516,151 @@ def test_close_is_idempotent_and_context_managed(backend: Backend) -> None:
     log.close()
     with backend.open() as again:
         assert again.completed(ident()) == record()
+
+
+# -- retention across jobs: expire_jobs, job markers and summaries (issue 39) -------------
+
+WINDOW = 1_000
+
+
+def job_record(job: str, step: int, epoch: int, payload: str = "") -> ActionRecord:
+    short_term = MemoryDelta(puts={"note": payload}) if payload else MemoryDelta()
+    return ActionRecord(ident(job=job, step=step), MemoryDelta(), short_term, (), (), epoch)
+
+
+def write(log: ActionLog, job: str, epoch: int, records: int = 2, calls: int = 1) -> None:
+    """``records`` completed actions and ``calls`` interrupted ones of ``job`` at ``epoch``."""
+    for step in range(records):
+        log.complete(job_record(job, step, epoch))
+    for step in range(records, records + calls):
+        log.record_call(ident(job=job, step=step), DurableCall(0, "llm", "d0", "r"), epoch)
+
+
+def marked(job: str, seen_ms: int, generated: bool = True, window: int = WINDOW) -> JobMarker:
+    return JobMarker(job, generated, window, seen_ms)
+
+
+def summaries(log: ActionLog) -> dict[str, JobSummary]:
+    return {summary.job: summary for summary in log.job_summaries()}
+
+
+def test_a_generated_job_expires_once_neither_seen_nor_written_within_its_window(
+    log: ActionLog,
+) -> None:
+    log.mark_job(marked("gen", seen_ms=10_000))
+    write(log, "gen", epoch=10_000)
+    log.record_call(ident(job="gen", step=9), DurableCall(0, "llm", "d0", "r"), 10_500)
+    write(log, "other", epoch=0)
+    assert log.expire_jobs(now_ms=11_000) == {}  # seen 1000 ms ago: within the window
+    assert log.expire_jobs(now_ms=11_400) == {}  # not seen since, but written at 10_500
+    assert log.expire_jobs(now_ms=11_501) == {"gen": 4}  # 2 records, 2 interrupted actions
+    assert log.count("gen") == 0 and log.run_index("gen") == {}
+    assert "gen" not in summaries(log)
+    assert log.count("other") == 3  # no marker: written before markers, never expired
+    assert log.expire_jobs(now_ms=11_501) == {}
+
+
+def test_a_pinned_job_is_never_expired_however_old_its_records(log: ActionLog) -> None:
+    """A later submission restored from a savepoint may replay it under the same name."""
+    log.mark_job(marked("pinned", seen_ms=0, generated=False))
+    write(log, "pinned", epoch=0)
+    assert log.expire_jobs(now_ms=10**12) == {}
+    assert log.count("pinned") == 3
+    assert summaries(log)["pinned"].marker == marked("pinned", 0, generated=False)
+
+
+def test_a_marker_of_a_job_with_no_rows_left_goes_once_unseen(log: ActionLog) -> None:
+    """A pinned job that pruned all its records leaves no marker behind for ever; a later
+    attempt marks it again."""
+    log.mark_job(marked("pinned", seen_ms=0, generated=False))
+    log.mark_job(marked("idle", seen_ms=0))
+    assert set(summaries(log)) == {"pinned", "idle"}
+    assert log.expire_jobs(now_ms=WINDOW - 1) == {}
+    assert set(summaries(log)) == {"pinned", "idle"}
+    assert log.expire_jobs(now_ms=WINDOW + 1) == {"idle": 0}
+    assert summaries(log) == {}
+
+
+def test_each_job_is_judged_by_its_own_window(log: ActionLog) -> None:
+    log.mark_job(marked("short", seen_ms=0, window=100))
+    log.mark_job(marked("long", seen_ms=0, window=100_000))
+    write(log, "short", epoch=0)
+    write(log, "long", epoch=0)
+    assert log.expire_jobs(now_ms=50_000) == {"short": 3}
+    assert log.count("long") == 3
+
+
+def test_marking_a_job_again_keeps_it_and_never_moves_seen_back(log: ActionLog) -> None:
+    log.mark_job(marked("gen", seen_ms=0))
+    write(log, "gen", epoch=0)
+    log.mark_job(marked("gen", seen_ms=5_000))
+    log.mark_job(marked("gen", seen_ms=3_000))  # another process's older clock reading
+    assert summaries(log)["gen"].marker == marked("gen", 5_000)
+    assert log.expire_jobs(now_ms=5_500) == {}
+    assert log.count("gen") == 3
+
+
+def test_job_summaries_count_actions_bytes_and_the_newest_epoch(log: ActionLog) -> None:
+    log.mark_job(marked("a", seen_ms=7))
+    log.complete(job_record("a", 1, epoch=5, payload="x" * 1000))
+    log.complete(job_record("a", 2, epoch=9))
+    log.record_call(ident(job="a", step=3), DurableCall(0, "llm", "d0", "r"), 4)
+    log.record_call(ident(job="a", step=3), DurableCall(1, "llm", "d0", "r"), 4)
+    log.record_call(ident(job="b", step=1), DurableCall(0, "llm", "d0", "r"), 12)
+    log.mark_job(marked("c", seen_ms=1, generated=False))
+    found = summaries(log)
+    assert sorted(found) == ["a", "b", "c"]
+    a = found["a"]
+    assert (a.records, a.interrupted, a.newest_ms, a.marker) == (2, 1, 9, marked("a", 7))
+    assert a.payload_bytes > 1000
+    b = found["b"]
+    assert (b.records, b.interrupted, b.newest_ms, b.marker) == (0, 1, 12, None)
+    assert b.payload_bytes > 0
+    c = found["c"]
+    assert (c.records, c.interrupted, c.payload_bytes, c.newest_ms) == (0, 0, 0, None)
+
+
+def test_expiring_is_safe_from_several_instances_at_once(log: ActionLog, backend: Backend) -> None:
+    """Subtasks starting together all expire: each job goes once, nothing else does."""
+    for n in range(20):
+        log.mark_job(marked(f"gen-{n}", seen_ms=0))
+        write(log, f"gen-{n}", epoch=0)
+    log.mark_job(marked("live", seen_ms=10 * WINDOW))
+    write(log, "live", epoch=0)
+    others = [backend.open() for _ in range(4)]
+    results: list[dict[str, int]] = []
+    errors: list[BaseException] = []
+
+    def expire(other: ActionLog) -> None:
+        try:
+            results.append(other.expire_jobs(now_ms=10 * WINDOW))
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=expire, args=(other,)) for other in others]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    removed: dict[str, int] = {}
+    for result in results:
+        assert not removed.keys() & result.keys()  # no job removed twice
+        removed.update(result)
+    assert removed == {f"gen-{n}": 3 for n in range(20)}
+    assert sorted(summaries(log)) == ["live"]
+
+
+def test_reclaiming_space_leaves_every_row(log: ActionLog, backend: Backend) -> None:
+    write(log, "a", epoch=0)
+    write(log, "b", epoch=0)
+    log.prune("a", before_epoch=1)
+    before = log.storage_bytes()
+    log.reclaim_space()
+    log.reclaim_space(full=True)
+    assert (log.count("a"), log.count("b")) == (0, 3)
+    assert log.completed(ident(job="b", step=1)) is not None
+    if backend.name == "memory":
+        assert before is None
+    else:
+        assert before > 0 and log.storage_bytes() > 0

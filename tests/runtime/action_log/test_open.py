@@ -28,6 +28,8 @@ def test_public_names_are_pinned() -> None:
         "EncodedRecord",
         "InMemoryActionLog",
         "InterruptedAction",
+        "JobMarker",
+        "JobSummary",
         "KeyHistory",
         "MemoryChange",
         "PickleSerializer",
