@@ -126,10 +126,12 @@ class Frame:
 
 
 def _short(path: str) -> str:
-    for marker in ("site-packages/", "/work/main/", "lib/python3.11/"):
+    """``path`` from its package on: after ``site-packages/``, the repository, or the
+    standard library's ``lib/pythonX.Y/``."""
+    for marker in ("site-packages/", f"{Path(__file__).resolve().parents[1]}/"):
         if marker in path:
             return path.split(marker, 1)[1]
-    return path
+    return re.split(r"lib/python3\.\d+/", path, maxsplit=1)[-1]
 
 
 def parse_frame(text: str) -> Frame:
