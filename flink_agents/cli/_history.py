@@ -54,13 +54,18 @@ def add_parser(commands: Any) -> None:
     key.add_argument(
         "--key-json", metavar="JSON", help="a key that is not a string, as JSON (e.g. 42)"
     )
-    history.add_argument(
+    add_log_option(history)
+    history.add_argument("--json", action="store_true", help="print JSON instead of a tree")
+
+
+def add_log_option(parser: Any) -> None:
+    """``--log URL``: the action log a command reads (``_open`` takes it)."""
+    parser.add_argument(
         "--log",
         metavar="URL",
         help="the action log (sqlite:///path.db, a file path or postgresql://...); default: "
         "the job's default, from config.yaml or <data-dir>/action-log.db",
     )
-    history.add_argument("--json", action="store_true", help="print JSON instead of a tree")
 
 
 def run(args: Any) -> int:

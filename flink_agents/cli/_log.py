@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flink_agents.api import FlinkAgentsError
-from flink_agents.cli._history import _fail, _open
+from flink_agents.cli._history import _fail, _open, add_log_option
 from flink_agents.runtime.action_log import ActionLog, ActionLogError, JobSummary
 
 EPILOG = """\
@@ -62,12 +62,7 @@ def add_parser(commands: Any) -> None:
     )
     prune.add_argument("--job", help="only this job's records (all of them, without --older-than)")
     for parser in (stats, prune):
-        parser.add_argument(
-            "--log",
-            metavar="URL",
-            help="the action log (sqlite:///path.db, a file path or postgresql://...); "
-            "default: the job's default, from config.yaml or <data-dir>/action-log.db",
-        )
+        add_log_option(parser)
 
 
 def duration_ms(text: str) -> int:

@@ -1,6 +1,5 @@
 """The main job submitted with `flink run -py` to a standalone cluster on loopback."""
 
-import json
 import time
 
 import pytest
@@ -8,6 +7,7 @@ import pytest
 from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing import StandaloneCluster
 from tests.conftest import REPO
+from tests.runtime.flink.test_script_jobs import EXPECTED, outputs
 from tests.security.leaks import PYFLINK_LOG_DIR, fake_key, files_holding, temp_entries_since
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
@@ -103,8 +103,4 @@ def test_flink_run_py_runs_a_one_file_job_whose_agent_is_defined_in_the_script(c
     out = tmp_path / "outputs.jsonl"
     result = cluster.submit(script, "default", str(out))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert [json.loads(line) for line in out.read_text().splitlines()] == [
-        {"letters": 7, "seen": 1, "text": "HELLO, BO"},
-        {"letters": 8, "seen": 1, "text": "HELLO, ANA"},
-        {"letters": 8, "seen": 2, "text": "HELLO, ANA"},
-    ]
+    assert outputs(out) == EXPECTED
