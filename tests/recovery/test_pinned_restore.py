@@ -15,8 +15,6 @@ second submission's.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,12 +26,10 @@ from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing.recovery import check_recovery, read_ledger
-from tests.memory.long_term.test_rescale import child_environment
+from tests.memory.long_term.test_rescale import run_child_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
-REPO = Path(__file__).resolve().parents[2]
-CHILD_TIMEOUT_S = 400
 JOB = "pinned-restore-agent"
 MONTH_MS = 30 * 86_400_000
 BATCH_1 = [{"id": i, "user": f"u{i % 4}", "amount": i % 7 + 1} for i in range(12)]
@@ -57,24 +53,7 @@ def submit(
     }
     spec_file = tmp_path / f"{name}.json"
     spec_file.write_text(json.dumps(spec))
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.recovery.pinned_job", str(spec_file)],
-            cwd=REPO,
-            env=child_environment(),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"submission {name} hung: {error}")
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not results:
-        pytest.fail(
-            f"submission {name} failed (exit {done.returncode}):\n"
-            f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-        )
-    return json.loads(results[-1].removeprefix("RESULT "))["savepoint"]
+    return run_child_job("tests.recovery.pinned_job", spec_file, f"submission {name}")["savepoint"]
 
 
 def short_generated_jobs(url: str, count: int, now_ms: int) -> None:

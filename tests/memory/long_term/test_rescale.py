@@ -255,6 +255,30 @@ def child_environment() -> dict[str, str]:
     }
 
 
+def run_child_job(module: str, spec_file: Path, what: str) -> dict[str, Any]:
+    """Run the job ``module`` with ``spec_file`` in a child process, as a user's job runs;
+    the JSON of its last ``RESULT`` line. The test fails, naming ``what``, when the child
+    hangs, fails or prints no result."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", module, str(spec_file)],
+            cwd=REPO,
+            env=child_environment(),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"{what} hung: {error}")
+    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not results:
+        pytest.fail(
+            f"{what} failed (exit {done.returncode}):\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+        )
+    return json.loads(results[-1].removeprefix("RESULT "))
+
+
 def run_phase(
     tmp_path: Path, index: int, phase: Phase, mode: str, savepoint: str | None
 ) -> str | None:
@@ -276,24 +300,8 @@ def run_phase(
     }
     spec_file = tmp_path / f"phase-{index + 1}.json"
     spec_file.write_text(json.dumps(spec))
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.memory.long_term.rescale_job", str(spec_file)],
-            cwd=REPO,
-            env=child_environment(),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"phase {index + 1} (parallelism {phase.parallelism}) hung: {error}")
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not results:
-        pytest.fail(
-            f"phase {index + 1} (parallelism {phase.parallelism}) failed "
-            f"(exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-        )
-    saved = json.loads(results[-1].removeprefix("RESULT "))["savepoint"]
+    what = f"phase {index + 1} (parallelism {phase.parallelism})"
+    saved = run_child_job("tests.memory.long_term.rescale_job", spec_file, what)["savepoint"]
     if not last and not saved:
         pytest.fail(f"phase {index + 1} was stopped without a savepoint")
     return saved
