@@ -8,6 +8,7 @@ from concurrent.futures import Executor, Future, wait
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from flink_agents._ids import function_id
 from flink_agents.api._context import RunnerContext
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent
@@ -26,7 +27,7 @@ from flink_agents.memory import (
     MemoryDelta,
     StateMap,
 )
-from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot, function_id
+from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache

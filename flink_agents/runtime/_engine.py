@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from flink_agents._ids import input_event_id, key_text, new_job_name
 from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
 from flink_agents.api._events import Event, InputEvent, input_event
 from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
@@ -32,7 +33,7 @@ from flink_agents.runtime._context import (
     DirectActionContext,
 )
 from flink_agents.runtime._event_log import EventLog
-from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
+from flink_agents.runtime._journal import ActionJournal, CallRecorder
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
@@ -284,7 +285,7 @@ class RunEngine:
             # subtasks of one job run disjoint keys; a restored attempt repeats them) or,
             # without one, from this engine (another process's runs must not overwrite
             # them; a retry repeats them).
-            self._engine_id = job_id or uuid.uuid4().hex
+            self._engine_id = job_id or new_job_name()
         self.max_steps = self.options.max_steps_per_run
         self.records_all = self.journal is not None and self.options.action_log_record == "all"
         """Whether every completed action is recorded (``action-log-record: all``), not
@@ -447,7 +448,7 @@ class RunEngine:
                 identity.step,
                 identity.action,
             )
-        return (self._engine_id, repr(key), sequence, step, action)
+        return (self._engine_id, key_text(key), sequence, step, action)
 
     def _new_recorder(
         self, key: Any, sequence: int, step: int, action: str, retried: bool

@@ -19,10 +19,10 @@ from typing import Any
 
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
+from flink_agents._ids import compacted_item_ids
 from flink_agents.api._chat import BaseChatModel, ChatMessage, MessageRole
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._long_term import CapacityManageStrategy, MemorySetItem
-from flink_agents.integrations.vector_stores import point_id
 from flink_agents.memory.long_term._codec import (
     TYPE_CHAT,
     SetSettings,
@@ -273,12 +273,9 @@ class Compactor:
         source = sources.pop() if len(sources) == 1 else None
         encoded = [encode_value(settings.item_type, v, settings.name) for v in values]
         # Deterministic ids: a retried pass over the same items overwrites its own output.
-        ids = [
-            point_id(
-                "compacted", key, settings.name, replaced[0].id, replaced[-1].id, len(replaced), n
-            )
-            for n in range(len(encoded))
-        ]
+        ids = compacted_item_ids(
+            key, settings.name, replaced[0].id, replaced[-1].id, len(replaced), len(encoded)
+        )
         written = self.core.write(
             key,
             settings,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from flink_agents._ids import digest_args
 from flink_agents._lazy import lazy_attributes
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,
@@ -26,9 +27,9 @@ from flink_agents.runtime.action_log._base import (
     RecordedError,
     Serializer,
     UnstorableValueError,
+    external_id,
     redact_secrets,
 )
-from flink_agents.runtime.action_log._ids import digest_args, external_id
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
 
 # A key's history (the CLI's ``history``) on first use: an operator never reads it.
