@@ -40,6 +40,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from flink_agents._public import DEFINED_IN
+
 SCHEMES: Mapping[str, int] = {
     "key": 1,
     "input-event": 2,
@@ -278,7 +280,8 @@ def _frame(tag: bytes, body: bytes) -> bytes:
 
 
 def _type_name(kind: type) -> bytes:
-    return f"{kind.__module__}.{kind.__qualname__}".encode()
+    module = DEFINED_IN.get(kind) or kind.__module__
+    return f"{module}.{kind.__qualname__}".encode()
 
 
 def _canon(value: Any) -> bytes:

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 from flink_agents import _ids as ids
+from flink_agents.api import ChatMessage
 
 PACKAGE = Path(ids.__file__).parent
 
@@ -88,6 +89,12 @@ def test_call_ids():
     )
     assert ids.digest_args((), {}) == (
         "1283c145bf51fd39d9213be7b015e8fddafce19b99da3f247316e0cc724f6384"
+    )
+    # A class of ours is named by the module that defines it, as before classes were
+    # renamed by their public package: calls recorded then still match.
+    messages = ([ChatMessage(role="user", content="hi")],)
+    assert ids.digest_args(messages, {"model": "m"}) == (
+        "608d609966a5274bac5ad1ab56db47a2d23e268c6d7f96e4c7a5bb76de6f592e"
     )
     assert ids.function_id(print) == "builtins:print"
     assert ids.function_id(test_call_ids) == "tests.test_ids:test_call_ids"

@@ -2,6 +2,7 @@
 and token budgets for putting memory into a prompt (``long_term`` holds long-term memory)."""
 
 from flink_agents._ids import knowledge_document_id
+from flink_agents._public import name_by_package
 from flink_agents.memory._buffer import BufferedState, MemoryDelta
 from flink_agents.memory._cache import CachedState
 from flink_agents.memory._flat import FlatMemory, ObjectMarker, StoredMemoryObject, to_dict
@@ -28,3 +29,5 @@ __all__ = [
     "rebase_points",
     "to_dict",
 ]
+
+name_by_package(__name__, globals(), __all__)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from flink_agents._ids import digest_args
 from flink_agents._lazy import lazy_attributes
+from flink_agents._public import name_by_package
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,
     ActionLog,
@@ -66,6 +67,8 @@ __all__ = [
     "key_history",
     "open_action_log",
 ]
+
+name_by_package(__name__, globals(), __all__)
 
 
 def open_action_log(url: str | Path, serializer: Serializer | None = None) -> ActionLog:
