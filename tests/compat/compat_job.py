@@ -59,7 +59,6 @@ from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.runtime.action_log import key_history, open_action_log
 from flink_agents.testing.llm_server import Rule, ScriptedLLMServer
 from tests.compat.compat_agents import CompatAgent
-from tests.memory.long_term.rescale_agents import parse_request
 from tests.memory.long_term.rescale_job import stop_with_savepoint, wait_for_answers
 
 MAX_PARALLELISM = 128
@@ -96,7 +95,7 @@ def build_job(spec: dict[str, Any]) -> StreamExecutionEnvironment:
     records = (
         env.from_source(source, WatermarkStrategy.no_watermarks(), "records")
         .uid("records")
-        .map(ShippedFunction(parse_request), output_type=Types.PICKLED_BYTE_ARRAY())
+        .map(ShippedFunction(json.loads), output_type=Types.PICKLED_BYTE_ARRAY())
         .name("parse")
         .uid("parse")
     )
