@@ -7,8 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_agents.api._errors import PlanError
-from flink_agents.api._events import Event, OutputEvent
+from flink_agents.api import Event, OutputEvent, PlanError
 from flink_agents.plan._model import ActionSpec, AgentPlan, ResourceSpec
 from flink_agents.plan._refs import RefError, import_ref
 

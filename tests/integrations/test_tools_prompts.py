@@ -5,10 +5,19 @@ import pickle
 
 import pytest
 
-from flink_agents.api import FlinkAgentsError, ResourceType
-from flink_agents.api._chat import ChatMessage, MessageRole
-from flink_agents.api._prompts import Prompt, PromptFormatError
-from flink_agents.api._tools import FunctionTool, Tool, ToolArgumentsError, parse_docstring, tool
+from flink_agents.api import (
+    ChatMessage,
+    FlinkAgentsError,
+    FunctionTool,
+    MessageRole,
+    Prompt,
+    PromptFormatError,
+    ResourceType,
+    Tool,
+    ToolArgumentsError,
+    tool,
+)
+from flink_agents.api._tools import parse_docstring
 from flink_agents.plan import compile_agent, plan_from_yaml
 from flink_agents.runtime import LocalRunner
 from tests.integrations import chat_agents as agents
