@@ -120,7 +120,7 @@ def test_function_tools_pickle_and_describe_themselves_for_plans():
     assert copy.metadata == tool_.metadata
     descriptor = tool_.descriptor()
     assert (descriptor.provider, descriptor.type, descriptor.args) == (
-        "flink_agents.api._tools:Tool.from_ref",
+        "flink_agents.api:Tool.from_ref",
         ResourceType.TOOL,
         {"function": "tests.integrations.chat_agents:forecast", "description": "Weather."},
     )
@@ -132,7 +132,7 @@ def test_tool_in_an_agent_class_becomes_a_tool_resource():
     [resource] = [r for r in compile_agent(agents.WeatherAgent).resources if r.type == "tool"]
     assert (resource.name, resource.provider, resource.args) == (
         "get_weather",
-        "flink_agents.api._tools:Tool.from_ref",
+        "flink_agents.api:Tool.from_ref",
         {"function": "tests.integrations.chat_agents:WeatherAgent.get_weather"},
     )
     tool_ = LocalRunner(agents.WeatherAgent).engine.resources.get("get_weather")
