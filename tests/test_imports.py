@@ -209,3 +209,19 @@ def test_a_test_opens_up_the_package_it_mirrors_with_its_subpackages_and_ancesto
         (1, "flink_agents.runtime._driver"),
         (2, "flink_agents.runtime.flink._metrics"),
     ]
+
+
+@pytest.mark.parametrize("path", sorted(LIBRARY.rglob("internal.py")), ids=lambda p: p.parent.name)
+def test_an_internal_facade_only_re_exports_its_packages_names(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(["flink_agents", *path.parent.relative_to(LIBRARY).parts])
+    imported, exported = [], None
+    for node in tree.body[1:]:  # after the docstring
+        if isinstance(node, ast.ImportFrom) and node.module.startswith(package + "._"):
+            imported.extend(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
+            exported = ast.literal_eval(node.value)
+        else:
+            pytest.fail(f"{path.relative_to(REPO)}:{node.lineno} is not a re-export")
+    assert isinstance(tree.body[0], ast.Expr)
+    assert sorted(imported) == sorted(exported)
