@@ -116,8 +116,9 @@ from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from typing import Any
 
-from flink_agents.api._events import Event, uuid_from_bits
-from flink_agents.memory import MemoryDelta
+from flink_agents.api import Event
+from flink_agents.api.internal import uuid_from_bits
+from flink_agents.memory import NAMESPACE, MemoryDelta
 from flink_agents.runtime.action_log import (
     ActionIdentity,
     ActionLog,
@@ -126,12 +127,11 @@ from flink_agents.runtime.action_log import (
     DurableCall,
     EncodedCall,
     EncodedRecord,
+    JobHeartbeat,
     JobMarker,
     UnstorableValueError,
     digest_args,
 )
-from flink_agents.runtime.action_log._heartbeat import JobHeartbeat
-from flink_agents.runtime.action_log._ids import NAMESPACE
 
 logger = logging.getLogger(__name__)
 

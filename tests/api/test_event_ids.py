@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from flink_agents.api import InputEvent
 from flink_agents.api._events import input_event, new_event_id, uuid_from_bits
+from flink_agents.memory import NAMESPACE
 from flink_agents.runtime._journal import canonical_key, input_event_id
-from flink_agents.runtime.action_log._ids import NAMESPACE
 
 
 @given(st.integers(min_value=0, max_value=2**128 - 1), st.sampled_from([1, 3, 4, 5]))

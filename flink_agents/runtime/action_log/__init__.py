@@ -28,6 +28,7 @@ from flink_agents.runtime.action_log._base import (
     UnstorableValueError,
     redact_secrets,
 )
+from flink_agents.runtime.action_log._heartbeat import JobHeartbeat
 from flink_agents.runtime.action_log._ids import digest_args, external_id
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
 
@@ -51,6 +52,7 @@ __all__ = [
     "EncodedRecord",
     "InMemoryActionLog",
     "InterruptedAction",
+    "JobHeartbeat",
     "JobMarker",
     "JobSummary",
     "KeyHistory",
