@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from bench.vector_store import latencies, pct
-from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api import BaseEmbeddingModel
 from flink_agents.integrations.embeddings import LocalEmbeddingModel
 from flink_agents.integrations.vector_stores import (
     FieldMatch,

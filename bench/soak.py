@@ -33,7 +33,7 @@ from bench._common import machine_summary, table
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan import AgentPlan, save_plan, to_plan
 from flink_agents.runtime.action_log import ActionLog, open_action_log
-from flink_agents.testing._cluster import StandaloneCluster, process_tree
+from flink_agents.testing import StandaloneCluster, process_tree
 from flink_agents.testing.recovery import LedgerAgent, make_records
 from flink_agents.testing.torture import (
     TERMINAL,

@@ -27,7 +27,7 @@ def load(module: str, qualname: str) -> Any:
     """The object ``module:qualname``, imported under ``import_lock``."""
     with import_lock:
         # Imported here, under the lock: this module itself must import nothing of ours.
-        from flink_agents.api._refs import import_ref
+        from flink_agents.api.internal import import_ref
 
         return import_ref(f"{module}:{qualname}")
 

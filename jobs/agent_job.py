@@ -21,8 +21,7 @@ import yaml
 from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents.plan import load_plan
-from flink_agents.runtime.flink import JobPaths, build_agent_job
-from flink_agents.runtime.flink._logging import use_project_logging
+from flink_agents.runtime.flink import JobPaths, build_agent_job, use_project_logging
 
 
 def main(argv: list[str] | None = None) -> None:

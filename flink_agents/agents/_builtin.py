@@ -30,21 +30,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flink_agents.api._chat import (
+from flink_agents.api import (
     BaseChatModel,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    FlinkAgentsError,
     MaxStepsExceededError,
     MessageRole,
+    ResourceType,
+    RunnerContext,
+    SubAgent,
     TokenUsage,
-    resolve_output_schema,
-)
-from flink_agents.api._context import RunnerContext
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._resources import ResourceType, UnknownResourceError
-from flink_agents.api._sub_agent import SubAgent
-from flink_agents.api._tools import (
     Tool,
     ToolRequestEvent,
     ToolResponseEvent,
@@ -52,7 +49,9 @@ from flink_agents.api._tools import (
     ToolSet,
     ToolSpec,
     ToolUnavailableError,
+    UnknownResourceError,
 )
+from flink_agents.api.internal import resolve_output_schema
 
 CHATS_PATH = "_flink_agents.chats"
 """Sensory-memory object holding the conversations waiting on tool results."""

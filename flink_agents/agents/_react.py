@@ -27,22 +27,26 @@ from typing import Any
 from pydantic import BaseModel
 
 from flink_agents._ids import derived_event_id
-from flink_agents.api._agent import Agent, action
-from flink_agents.api._chat import (
-    DEFAULT_MAX_STEPS,
+from flink_agents.api import (
+    Agent,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
+    FlinkAgentsError,
+    FunctionTool,
+    InputEvent,
     MessageRole,
+    OutputEvent,
+    Prompt,
+    ResourceDescriptor,
+    ResourceType,
+    RunnerContext,
     StructuredOutputError,
+    Tool,
+    ToolSet,
+    action,
 )
-from flink_agents.api._context import RunnerContext
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._events import InputEvent, OutputEvent
-from flink_agents.api._prompts import OfferedPrompt, Prompt
-from flink_agents.api._refs import ref_of
-from flink_agents.api._resources import ResourceDescriptor, ResourceType
-from flink_agents.api._tools import FunctionTool, Tool, ToolSet
+from flink_agents.api.internal import DEFAULT_MAX_STEPS, OfferedPrompt, ref_of
 
 CONFIG_KEY = "react"
 REQUEST_PATH = "_flink_agents.react.request"

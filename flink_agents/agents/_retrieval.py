@@ -14,12 +14,17 @@ from __future__ import annotations
 
 from functools import partial
 
-from flink_agents.api._context import RunnerContext
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._knowledge import Knowledge, KnowledgeSet, KnowledgeSetItem
-from flink_agents.api._long_term import MemorySetNotFoundError
-from flink_agents.api._resources import ResourceType
-from flink_agents.api._retrieval import ContextRetrievalRequestEvent, ContextRetrievalResponseEvent
+from flink_agents.api import (
+    ContextRetrievalRequestEvent,
+    ContextRetrievalResponseEvent,
+    FlinkAgentsError,
+    Knowledge,
+    KnowledgeSet,
+    KnowledgeSetItem,
+    MemorySetNotFoundError,
+    ResourceType,
+    RunnerContext,
+)
 
 
 async def context_retrieval_action(event: ContextRetrievalRequestEvent, ctx: RunnerContext) -> None:

@@ -13,7 +13,9 @@ from flink_agents.api._chat import (
     ChatRequestEvent,
     ChatResponse,
     ChatResponseEvent,
+    MaxStepsExceededError,
     MessageRole,
+    StructuredOutputError,
     TokenUsage,
     ToolCall,
 )
@@ -46,17 +48,24 @@ from flink_agents.api._metrics import (
     Meter,
     MetricGroup,
 )
-from flink_agents.api._prompts import Prompt, PromptSet
-from flink_agents.api._resources import ResourceDescriptor, ResourceType, env_ref
+from flink_agents.api._prompts import Prompt, PromptFormatError, PromptSet
+from flink_agents.api._resources import (
+    ResourceDescriptor,
+    ResourceType,
+    UnknownResourceError,
+    env_ref,
+)
 from flink_agents.api._retrieval import ContextRetrievalRequestEvent, ContextRetrievalResponseEvent
 from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
     FunctionTool,
     Tool,
+    ToolArgumentsError,
     ToolRequestEvent,
     ToolResponseEvent,
     ToolResult,
     ToolSet,
+    ToolSpec,
     ToolUnavailableError,
     tool,
 )
@@ -89,6 +98,7 @@ __all__ = [
     "KnowledgeSet",
     "KnowledgeSetItem",
     "LongTermMemory",
+    "MaxStepsExceededError",
     "MemoryObject",
     "MemoryPathError",
     "MemorySet",
@@ -101,19 +111,24 @@ __all__ = [
     "OutputEvent",
     "PlanError",
     "Prompt",
+    "PromptFormatError",
     "PromptSet",
     "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",
+    "StructuredOutputError",
     "SubAgent",
     "TokenUsage",
     "Tool",
+    "ToolArgumentsError",
     "ToolCall",
     "ToolRequestEvent",
     "ToolResponseEvent",
     "ToolResult",
     "ToolSet",
+    "ToolSpec",
     "ToolUnavailableError",
+    "UnknownResourceError",
     "action",
     "env_ref",
     "items_for_handoff",

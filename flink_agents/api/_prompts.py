@@ -33,7 +33,7 @@ class Prompt(BaseModel):
     """A prompt: either one text template or a list of message templates.
 
     Build one with ``Prompt.from_text`` or ``Prompt.from_messages``; as a resource, a plan
-    names the same constructors as providers (``flink_agents.api._prompts:Prompt.from_text``
+    names the same constructors as providers (``flink_agents.api:Prompt.from_text``
     with ``args: {text: ...}``).
     """
 

@@ -8,6 +8,7 @@ It lives in ``api`` because that is the lowest layer; ``flink_agents.plan`` re-e
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 from flink_agents.api._errors import FlinkAgentsError
@@ -45,6 +46,11 @@ def import_ref(ref: str) -> Any:
 def ref_of(obj: Any) -> str:
     """The ``module:qualname`` of a module-level function or class.
 
+    An object of flink_agents defined in a private module (``flink_agents.api._tools``) is
+    named through the public package that exports it (``flink_agents.api:Tool.from_ref``),
+    so a plan holds no module path that a reorganisation inside a package may move. One that
+    package does not export keeps its own module's name.
+
     Raises:
         RefError: ``obj`` is defined inside a function and cannot be found by name.
     """
@@ -57,4 +63,20 @@ def ref_of(obj: Any) -> str:
             f"{module}:{qualname} is defined inside a function; plans refer to code by "
             "module:qualname, so define it at module level"
         )
+    if module.startswith("flink_agents."):
+        return _public_ref(obj, module, qualname)
     return f"{module}:{qualname}"
+
+
+def _public_ref(obj: Any, module: str, qualname: str) -> str:
+    """``obj``'s reference through the package above ``module``'s first private part, if
+    that package exports it (the name walked from there is ``obj``), else its own."""
+    parts = module.split(".")
+    private = next((i for i, part in enumerate(parts) if part.startswith("_")), None)
+    package = sys.modules.get(".".join(parts[:private])) if private else None
+    target: Any = package
+    for name in qualname.split("."):
+        target = getattr(target, name, None)
+    if package is None or target is None or target != obj:
+        return f"{module}:{qualname}"
+    return f"{package.__name__}:{qualname}"

@@ -189,7 +189,7 @@ class FunctionTool(Tool):
         doc_description, arg_docs = parse_docstring(inspect.getdoc(function) or "")
         tool_name = name or marked.get("name") or function.__name__
         self._args_model, self._positional = _arguments_model(function, tool_name, arg_docs)
-        parameters = _strip_titles(self._args_model.model_json_schema())
+        parameters = strip_titles(self._args_model.model_json_schema())
         parameters.setdefault("properties", {})
         self._metadata = ToolSpec(
             name=tool_name,
@@ -406,10 +406,10 @@ _DATA_KEYS = frozenset({"default", "examples", "const", "enum"})
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 
 
-def _strip_titles(schema: Any) -> Any:
+def strip_titles(schema: Any) -> Any:
     """The schema without pydantic's generated ``title``s (noise in a model's prompt)."""
     if isinstance(schema, list):
-        return [_strip_titles(item) for item in schema]
+        return [strip_titles(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     cleaned: dict[str, Any] = {}
@@ -419,9 +419,9 @@ def _strip_titles(schema: Any) -> Any:
         if key in _DATA_KEYS:
             cleaned[key] = value
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
-            cleaned[key] = {name: _strip_titles(sub) for name, sub in value.items()}
+            cleaned[key] = {name: strip_titles(sub) for name, sub in value.items()}
         else:
-            cleaned[key] = _strip_titles(value)
+            cleaned[key] = strip_titles(value)
     return cleaned
 
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from flink_agents.api import PlanError
+from flink_agents.api.internal import RefError, import_ref
 from flink_agents.cli import _history, _knowledge, _log
 from flink_agents.plan import compile_agent, load_plan
-from flink_agents.plan._refs import RefError, import_ref
 
 
 def main(argv: list[str] | None = None) -> int:

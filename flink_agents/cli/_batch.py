@@ -11,8 +11,7 @@ from typing import Any, TextIO
 
 from flink_agents.cli._jsonl import Rejected, read_json_lines
 from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
-from flink_agents.runtime._keys import key_function
-from flink_agents.runtime._records import BadRecord, rejected, take_key, to_json_line
+from flink_agents.runtime.internal import BadRecord, key_function, rejected, take_key, to_json_line
 
 
 @dataclass

@@ -26,17 +26,22 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from flink_agents.api import FlinkAgentsError, ResourceType
-from flink_agents.api._chat import ChatMessage, ChatModelError, MessageRole
-from flink_agents.api._refs import import_ref
+from flink_agents.api import (
+    ChatMessage,
+    ChatModelError,
+    FlinkAgentsError,
+    MessageRole,
+    ResourceType,
+)
+from flink_agents.api.internal import import_ref
 from flink_agents.cli._batch import run_json_lines
-from flink_agents.integrations.chat._openai import (
+from flink_agents.integrations.chat import OpenAIChatModel
+from flink_agents.integrations.chat.internal import (
     API_KEY_ENV,
     BASE_URL_ENV,
     DEFAULT_BASE_URL,
     MODEL_ENV,
-    OpenAIChatModel,
-    _host_of,
+    host_of,
 )
 from flink_agents.plan import AgentPlan, load_plan
 from flink_agents.runtime import AgentOptions
@@ -81,7 +86,7 @@ class DemoModel:
 
     @property
     def host(self) -> str:
-        return _host_of(self.base_url)
+        return host_of(self.base_url)
 
 
 def run_demo(
@@ -232,8 +237,12 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
 
     job = _job_name()
 
-    from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
-    from flink_agents.runtime.flink._logging import use_project_logging
+    from flink_agents.runtime.flink import (
+        JobPaths,
+        build_agent_job,
+        read_json_files,
+        use_project_logging,
+    )
 
     paths = JobPaths(data, out / "outputs", out / "errors", out / "memory")
     use_project_logging()  # before the JVM starts: no environment (API key) in Flink's log

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flink_agents.runtime._records import BadRecord, parse_json_object, rejected
+from flink_agents.runtime.internal import BadRecord, parse_json_object, rejected
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from flink_agents.api._tools import tool
+from flink_agents.api import tool
 
 
 @tool

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flink_agents.api import OutputEvent, ResourceType, RunnerContext
-from flink_agents.api._chat import ChatRequestEvent, ChatResponseEvent
+from flink_agents.api import (
+    ChatRequestEvent,
+    ChatResponseEvent,
+    OutputEvent,
+    ResourceType,
+    RunnerContext,
+)
 from flink_agents.examples.support_triage import (
     ESCALATE_AFTER,
     EscalationNeeded,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flink_agents.api._memory import MemoryObject
+from flink_agents.api import MemoryObject
 from flink_agents.memory._buffer import MemoryDelta
 from flink_agents.memory._flat import ROOT, FlatMemory, ObjectMarker, StoredMemoryObject
 from flink_agents.memory._state import StateMap

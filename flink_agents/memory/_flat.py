@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flink_agents.api._errors import MemoryPathError, MemoryValueError
-from flink_agents.api._memory import MemoryObject
+from flink_agents.api import MemoryObject, MemoryPathError, MemoryValueError
 from flink_agents.memory._state import StateMap
 from flink_agents.memory._values import IMMUTABLE, checked_copy, copy_out
 

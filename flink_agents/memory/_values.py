@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flink_agents.api._errors import MemoryValueError
+from flink_agents.api import MemoryValueError
 
 _IMMUTABLE = (type(None), bool, int, float, str, bytes)
 IMMUTABLE = dict.fromkeys(_IMMUTABLE, True)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_agents.api._chat import BaseChatModel, ChatMessage, MessageRole
+from flink_agents.api import BaseChatModel, ChatMessage, MessageRole
 
 __all__ = [
     "MESSAGE_OVERHEAD",

@@ -3,8 +3,7 @@
 from pathlib import Path
 from typing import Any
 
-from flink_agents.api._agent import Agent
-from flink_agents.api._errors import PlanError
+from flink_agents.api import Agent, PlanError
 from flink_agents.plan._bind import BoundAction, BoundPlan, BoundResource, bind_plan
 from flink_agents.plan._compile import compile_agent
 from flink_agents.plan._load import (

@@ -7,8 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_agents.api._errors import PlanError
-from flink_agents.api._events import Event, OutputEvent
+from flink_agents.api import Event, OutputEvent, PlanError
 from flink_agents.plan._model import ActionSpec, AgentPlan, ResourceSpec
 from flink_agents.plan._refs import RefError, import_ref
 
@@ -19,16 +18,13 @@ from flink_agents.plan._refs import RefError, import_ref
 BUILTIN_ACTIONS = (
     ActionSpec(
         name="chat_model_action",
-        function="flink_agents.agents._builtin:chat_model_action",
-        listen_to=(
-            "flink_agents.api._chat:ChatRequestEvent",
-            "flink_agents.api._tools:ToolResponseEvent",
-        ),
+        function="flink_agents.agents:chat_model_action",
+        listen_to=("flink_agents.api:ChatRequestEvent", "flink_agents.api:ToolResponseEvent"),
     ),
     ActionSpec(
         name="tool_call_action",
-        function="flink_agents.agents._builtin:tool_call_action",
-        listen_to=("flink_agents.api._tools:ToolRequestEvent",),
+        function="flink_agents.agents:tool_call_action",
+        listen_to=("flink_agents.api:ToolRequestEvent",),
     ),
     ActionSpec(
         name="context_retrieval_action",
@@ -103,9 +99,16 @@ def bind_plan(plan: AgentPlan, file: str | None = None) -> BoundPlan:
     Raises:
         PlanError: naming the file, agent, action or resource, and field at fault.
     """
-    taken = {a.name for a in plan.actions} | {a.function for a in plan.actions}
-    builtins = [b for b in BUILTIN_ACTIONS if b.name not in taken and b.function not in taken]
-    actions = tuple(_bind_action(plan, spec, file) for spec in (*plan.actions, *builtins))
+    own = [_bind_action(plan, spec, file) for spec in plan.actions]
+    names = {a.name for a in own}
+    # By function, not by how a plan spells it: older plans name a built-in through the
+    # private module that defines it.
+    builtins = [
+        _bind_action(plan, spec, file)
+        for spec in BUILTIN_ACTIONS
+        if spec.name not in names and not any(a.function is import_ref(spec.function) for a in own)
+    ]
+    actions = (*own, *builtins)
     resources = {spec.name: _bind_resource(plan, spec, file) for spec in plan.resources}
     return BoundPlan(plan, actions, resources)
 

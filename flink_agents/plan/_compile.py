@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flink_agents.api._agent import ACTION_ATTR, RESOURCE_ATTR, Agent
-from flink_agents.api._errors import PlanError
-from flink_agents.api._events import Event
-from flink_agents.api._resources import ResourceType
-from flink_agents.api._tools import TOOL_ATTR, Tool
+from flink_agents.api import Agent, Event, PlanError, ResourceType, Tool
+from flink_agents.api.internal import ACTION_ATTR, RESOURCE_ATTR, TOOL_ATTR
 from flink_agents.plan._bind import bind_plan
 from flink_agents.plan._load import validate_plan_data
 from flink_agents.plan._model import BUILTIN_EVENT_TYPES, AgentPlan

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from flink_agents.api._errors import PlanError
+from flink_agents.api import PlanError
 from flink_agents.plan._bind import bind_plan
 from flink_agents.plan._model import ActionSpec, AgentPlan, ResourceSpec
 

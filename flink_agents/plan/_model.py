@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from flink_agents.api._resources import ResourceType
+from flink_agents.api import ResourceType
 
 REF_PATTERN = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$"
 NAME_PATTERN = r"^[A-Za-z_][\w\-]*$"

@@ -8,6 +8,7 @@ knowledge loading imports: start-up, ``bench/RESULTS.md``).
 
 from flink_agents._lazy import lazy_attributes
 from flink_agents.runtime._engine import PendingAction, RunEngine, RunState, StepResult
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._options import AgentOptions, load_options
 
 __getattr__ = lazy_attributes(
@@ -26,6 +27,7 @@ __getattr__ = lazy_attributes(
 )
 
 __all__ = [
+    "ActionJournal",
     "AgentOptions",
     "DocumentFileError",
     "KnowledgeLoadReport",

@@ -9,16 +9,19 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from flink_agents._ids import function_id
-from flink_agents.api._context import RunnerContext
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._events import Event, InputEvent
-from flink_agents.api._knowledge import Knowledge
-from flink_agents.api._long_term import LongTermMemory
-from flink_agents.api._memory import MemoryObject
-from flink_agents.api._metrics import MetricGroup
-from flink_agents.api._resources import ResourceType
-from flink_agents.api._sub_agent import SubAgent
-from flink_agents.api._tools import awaited
+from flink_agents.api import (
+    Event,
+    FlinkAgentsError,
+    InputEvent,
+    Knowledge,
+    LongTermMemory,
+    MemoryObject,
+    MetricGroup,
+    ResourceType,
+    RunnerContext,
+    SubAgent,
+)
+from flink_agents.api.internal import awaited
 from flink_agents.memory import (
     BufferedState,
     CachedState,

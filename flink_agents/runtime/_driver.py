@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Protocol
 
-from flink_agents.api._errors import ActionExecutionError
+from flink_agents.api import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import RunEngine, RunState, StepResult, Suspended
 from flink_agents.runtime._journal import CallFuture

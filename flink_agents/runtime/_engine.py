@@ -20,8 +20,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flink_agents._ids import input_event_id, key_text, new_job_name
-from flink_agents.api._errors import ActionExecutionError, FlinkAgentsError
-from flink_agents.api._events import Event, InputEvent, input_event
+from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, InputEvent
+from flink_agents.api.internal import input_event
 from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._context import (

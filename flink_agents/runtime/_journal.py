@@ -114,7 +114,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from flink_agents._ids import digest_args, function_id, key_text
-from flink_agents.api._events import Event
+from flink_agents.api import Event
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime.action_log import (
     ActionIdentity,
@@ -124,10 +124,10 @@ from flink_agents.runtime.action_log import (
     DurableCall,
     EncodedCall,
     EncodedRecord,
+    JobHeartbeat,
     JobMarker,
     UnstorableValueError,
 )
-from flink_agents.runtime.action_log._heartbeat import JobHeartbeat
 
 logger = logging.getLogger(__name__)
 

@@ -20,18 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flink_agents.api._embedding import BaseEmbeddingModel
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._knowledge import KnowledgeSetItem
-from flink_agents.api._long_term import MemorySetNotFoundError
+from flink_agents.api import (
+    BaseEmbeddingModel,
+    FlinkAgentsError,
+    KnowledgeSetItem,
+    MemorySetNotFoundError,
+)
 from flink_agents.memory.long_term import (
+    DEFAULT_BATCH_SIZE,
     DocumentFileError,
     VectorKnowledge,
     documents_from,
     load_documents,
     read_documents,
 )
-from flink_agents.memory.long_term._loader import DEFAULT_BATCH_SIZE
 from flink_agents.runtime._long_term import open_store, store_location
 from flink_agents.runtime._options import AgentOptions, load_options
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flink_agents._ids import new_job_name
-from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, FlinkAgentsError
+from flink_agents.api.internal import KeySelector
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._driver import KeyControl, KeyDriver

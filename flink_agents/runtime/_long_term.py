@@ -18,17 +18,19 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flink_agents.api._embedding import BaseEmbeddingModel
-from flink_agents.api._resources import ResourceType
+from flink_agents.api import BaseEmbeddingModel, ResourceType
 from flink_agents.memory import IdMinter
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
 
 if TYPE_CHECKING:  # imported on first use: most agents never open a store (start-up)
     from flink_agents.integrations.vector_stores import VectorStore
-    from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
-    from flink_agents.memory.long_term._batcher import EmbeddingBatcher
-    from flink_agents.memory.long_term._sets import KeyedLongTermMemory
+    from flink_agents.memory.long_term import (
+        EmbeddingBatcher,
+        KeyedLongTermMemory,
+        VectorKnowledge,
+        VectorLongTermMemory,
+    )
 
 API_KEY_ENV = "QDRANT_API_KEY"
 
@@ -103,8 +105,11 @@ class LongTermProvider:
         with self._lock:
             if self._memory is not None:
                 return
-            from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
-            from flink_agents.memory.long_term._batcher import EmbeddingBatcher
+            from flink_agents.memory.long_term import (
+                EmbeddingBatcher,
+                VectorKnowledge,
+                VectorLongTermMemory,
+            )
 
             embedding = self._embedding()
             chat_name = self.options.long_term_memory_chat_model

@@ -25,14 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flink_agents.api._metrics import (
-    Counter,
-    Gauge,
-    Histogram,
-    HistogramStatistics,
-    Meter,
-    MetricGroup,
-)
+from flink_agents.api import Counter, Gauge, Histogram, HistogramStatistics, Meter, MetricGroup
 
 METER_WINDOW_S = 60.0
 """A meter's rate is over about this many seconds (Flink's ``MeterView`` default)."""

@@ -17,7 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api import FlinkAgentsError
 
 ErrorPolicy = Literal["fail", "error-output", "retry"]
 ActionLogRecord = Literal["restore", "all"]

@@ -26,8 +26,8 @@ from collections import deque
 from typing import Any
 from uuid import UUID
 
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._events import InputEvent, input_event
+from flink_agents.api import FlinkAgentsError, InputEvent
+from flink_agents.api.internal import input_event
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._engine import PendingAction, RunState

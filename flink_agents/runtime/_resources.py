@@ -20,10 +20,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._prompts import PromptSet
-from flink_agents.api._resources import ResourceType, UnknownResourceError, is_env_ref
-from flink_agents.api._tools import ToolSet
+from flink_agents.api import (
+    FlinkAgentsError,
+    PromptSet,
+    ResourceType,
+    ToolSet,
+    UnknownResourceError,
+)
+from flink_agents.api.internal import is_env_ref
 from flink_agents.plan import BoundPlan
 
 logger = logging.getLogger(__name__)

@@ -19,10 +19,8 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from flink_agents._ids import sub_run_input_id
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._events import InputEvent
-from flink_agents.api._refs import import_ref
-from flink_agents.api._sub_agent import SubAgent
+from flink_agents.api import FlinkAgentsError, InputEvent, SubAgent
+from flink_agents.api.internal import import_ref
 from flink_agents.memory import DictState, StateMap
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._engine import RunEngine, StepResult, SubRunState

@@ -7,6 +7,7 @@ from flink_agents.testing._cluster import (
     StandaloneCluster,
     clean_environment,
     free_port,
+    process_tree,
 )
 from flink_agents.testing.postgres import PostgresServer, find_postgres_bindir
 
@@ -18,4 +19,5 @@ __all__ = [
     "clean_environment",
     "find_postgres_bindir",
     "free_port",
+    "process_tree",
 ]

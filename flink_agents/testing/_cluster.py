@@ -25,7 +25,7 @@ from typing import Any
 import pyflink
 import yaml
 
-from flink_agents.runtime.flink._logging import write_log4j_configuration
+from flink_agents.runtime.flink import write_log4j_configuration
 
 PYFLINK_HOME = Path(pyflink.__file__).parent
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flink_agents.api import AgentsExecutionEnvironment, FlinkAgentsError
-from flink_agents.runtime._options import AgentOptions, load_options
+from flink_agents.runtime import AgentOptions, load_options
 
 IN_CODE: dict[str, tuple[dict[str, Any], str]] = {
     "misspelled name": (

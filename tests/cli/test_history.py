@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.runtime import AgentOptions
-from flink_agents.runtime._journal import ActionJournal
-from flink_agents.runtime._local import LocalRunner
+from flink_agents.runtime import ActionJournal, AgentOptions, LocalRunner
 from flink_agents.runtime.action_log import (
     ActionIdentity,
     DurableCall,

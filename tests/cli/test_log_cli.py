@@ -11,7 +11,7 @@ import pytest
 
 from flink_agents.cli import main
 from flink_agents.memory import MemoryDelta
-from flink_agents.runtime._journal import ActionJournal
+from flink_agents.runtime import ActionJournal
 from flink_agents.runtime.action_log import (
     ActionIdentity,
     ActionRecord,

@@ -11,9 +11,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceType, action, resource
-from flink_agents.api._chat import ChatMessage, ChatRequestEvent, ChatResponseEvent, MessageRole
-from flink_agents.api._tools import tool
+from flink_agents.api import (
+    Agent,
+    ChatMessage,
+    ChatRequestEvent,
+    ChatResponseEvent,
+    InputEvent,
+    MessageRole,
+    OutputEvent,
+    ResourceType,
+    action,
+    resource,
+    tool,
+)
 from flink_agents.integrations.chat import OpenAIChatModel
 
 SCRIPTED_MODEL = dict(
@@ -187,13 +197,13 @@ class ToolListAgent(Agent):
     @resource(ResourceType.TOOL, function="tests.integrations.chat_agents:broken")
     @staticmethod
     def explode(function: str) -> Any:
-        from flink_agents.api._tools import Tool
+        from flink_agents.api import Tool
 
         return Tool.from_ref(function)
 
     @resource(ResourceType.TOOL)
     @staticmethod
     def plus() -> Any:
-        from flink_agents.api._tools import Tool
+        from flink_agents.api import Tool
 
         return Tool.from_function(add)  # the model calls it by its resource name, "plus"

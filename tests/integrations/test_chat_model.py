@@ -9,15 +9,17 @@ import time
 import pytest
 
 from flink_agents.agents import context_retrieval_action, tool_call_action
-from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment, FlinkAgentsError
-from flink_agents.api._chat import (
+from flink_agents.api import (
+    ActionExecutionError,
+    AgentsExecutionEnvironment,
     ChatMessage,
     ChatModelError,
+    FlinkAgentsError,
     MessageRole,
     StructuredOutputError,
     TokenUsage,
+    Tool,
 )
-from flink_agents.api._tools import Tool
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.plan import compile_agent, plan_from_yaml
 from flink_agents.runtime import LocalRunner

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import flink_agents
-from flink_agents.api._embedding import BaseEmbeddingModel, EmbeddingError
+from flink_agents.api import BaseEmbeddingModel, EmbeddingError
 from flink_agents.integrations.embeddings import LocalEmbeddingModel, OpenAIEmbeddingModel
 from flink_agents.testing.llm_server import ScriptedLLMServer
 

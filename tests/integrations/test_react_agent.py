@@ -7,10 +7,14 @@ from pathlib import Path
 import pytest
 
 from flink_agents.agents import ReActAgent
-from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment, FlinkAgentsError
-from flink_agents.api._chat import MaxStepsExceededError
-from flink_agents.api._prompts import Prompt
-from flink_agents.api._tools import Tool
+from flink_agents.api import (
+    ActionExecutionError,
+    AgentsExecutionEnvironment,
+    FlinkAgentsError,
+    MaxStepsExceededError,
+    Prompt,
+    Tool,
+)
 from flink_agents.cli import main as cli_main
 from flink_agents.examples.react_tools import Calculation as YamlCalculation
 from flink_agents.integrations.chat import OpenAIChatModel

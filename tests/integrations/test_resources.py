@@ -4,8 +4,12 @@ import logging
 
 import pytest
 
-from flink_agents.api import ActionExecutionError, FlinkAgentsError, ResourceType
-from flink_agents.api._resources import UnknownResourceError
+from flink_agents.api import (
+    ActionExecutionError,
+    FlinkAgentsError,
+    ResourceType,
+    UnknownResourceError,
+)
 from flink_agents.plan import plan_from_yaml
 from flink_agents.runtime import LocalRunner
 from flink_agents.runtime._resources import resolve_env

@@ -5,10 +5,19 @@ import pickle
 
 import pytest
 
-from flink_agents.api import FlinkAgentsError, ResourceType
-from flink_agents.api._chat import ChatMessage, MessageRole
-from flink_agents.api._prompts import Prompt, PromptFormatError
-from flink_agents.api._tools import FunctionTool, Tool, ToolArgumentsError, parse_docstring, tool
+from flink_agents.api import (
+    ChatMessage,
+    FlinkAgentsError,
+    FunctionTool,
+    MessageRole,
+    Prompt,
+    PromptFormatError,
+    ResourceType,
+    Tool,
+    ToolArgumentsError,
+    tool,
+)
+from flink_agents.api._tools import parse_docstring
 from flink_agents.plan import compile_agent, plan_from_yaml
 from flink_agents.runtime import LocalRunner
 from tests.integrations import chat_agents as agents
@@ -111,7 +120,7 @@ def test_function_tools_pickle_and_describe_themselves_for_plans():
     assert copy.metadata == tool_.metadata
     descriptor = tool_.descriptor()
     assert (descriptor.provider, descriptor.type, descriptor.args) == (
-        "flink_agents.api._tools:Tool.from_ref",
+        "flink_agents.api:Tool.from_ref",
         ResourceType.TOOL,
         {"function": "tests.integrations.chat_agents:forecast", "description": "Weather."},
     )
@@ -123,7 +132,7 @@ def test_tool_in_an_agent_class_becomes_a_tool_resource():
     [resource] = [r for r in compile_agent(agents.WeatherAgent).resources if r.type == "tool"]
     assert (resource.name, resource.provider, resource.args) == (
         "get_weather",
-        "flink_agents.api._tools:Tool.from_ref",
+        "flink_agents.api:Tool.from_ref",
         {"function": "tests.integrations.chat_agents:WeatherAgent.get_weather"},
     )
     tool_ = LocalRunner(agents.WeatherAgent).engine.resources.get("get_weather")

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flink_agents.api._chat import ChatMessage, MessageRole, ToolCall
-from flink_agents.api._long_term import MemorySetItem
+from flink_agents.api import ChatMessage, MemorySetItem, MessageRole, ToolCall
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.memory.budget import (
     MESSAGE_OVERHEAD,

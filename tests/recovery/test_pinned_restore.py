@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from flink_agents.memory import MemoryDelta
-from flink_agents.runtime._journal import ActionJournal
+from flink_agents.runtime import ActionJournal
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing.recovery import check_recovery, read_ledger

@@ -6,8 +6,15 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceType, action, resource
-from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api import (
+    Agent,
+    BaseEmbeddingModel,
+    InputEvent,
+    OutputEvent,
+    ResourceType,
+    action,
+    resource,
+)
 
 GATE = threading.Event()
 """Opened by the run of an input with ``opens``; ``gated`` calls and embeddings of texts

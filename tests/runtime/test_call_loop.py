@@ -11,8 +11,12 @@ from flink_agents.runtime._call_loop import CallLoop
 from flink_agents.runtime._journal import ActionJournal, CallFuture, CallRecorder
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
-from flink_agents.runtime.action_log import ActionIdentity, InMemoryActionLog
-from flink_agents.runtime.action_log._base import ActionLogError, UnstorableValueError
+from flink_agents.runtime.action_log import (
+    ActionIdentity,
+    ActionLogError,
+    InMemoryActionLog,
+    UnstorableValueError,
+)
 from flink_agents.testing.llm_server import Rule, ScriptedLLMServer
 from tests.runtime import async_agents
 

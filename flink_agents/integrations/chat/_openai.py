@@ -11,16 +11,17 @@ from urllib.parse import urlsplit
 
 import openai
 
-from flink_agents.api._chat import (
+from flink_agents.api import (
     BaseChatModel,
     ChatMessage,
     ChatModelError,
     ChatResponse,
-    OutputSchema,
+    FlinkAgentsError,
+    ResourceDescriptor,
+    ResourceType,
+    ToolSpec,
 )
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._resources import ResourceDescriptor, ResourceType
-from flink_agents.api._tools import ToolSpec
+from flink_agents.api.internal import OutputSchema
 from flink_agents.integrations.chat._retry import (
     RetryPolicy,
     describe,
@@ -91,7 +92,7 @@ class OpenAIChatModel(BaseChatModel):
         if not self.model:
             raise FlinkAgentsError(f"OpenAIChatModel needs a model: pass model= or set {MODEL_ENV}")
         self.base_url = base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        self.host = _host_of(self.base_url)
+        self.host = host_of(self.base_url)
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         if not key:
             raise FlinkAgentsError(
@@ -288,7 +289,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _host_of(base_url: str) -> str:
+def host_of(base_url: str) -> str:
     """Host and port only: a URL may carry credentials in its user-info part."""
     parts = urlsplit(base_url)
     host = parts.hostname or base_url

@@ -9,15 +9,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from flink_agents.api._chat import (
+from flink_agents.api import (
     ChatMessage,
     MessageRole,
-    OutputSchema,
     StructuredOutputError,
     TokenUsage,
     ToolCall,
+    ToolSpec,
 )
-from flink_agents.api._tools import ToolSpec
+from flink_agents.api.internal import OutputSchema
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from flink_agents.api._embedding import BaseEmbeddingModel, EmbeddingError
+from flink_agents.api import BaseEmbeddingModel, EmbeddingError
 from flink_agents.integrations.embeddings._cache import EmbeddingCache
 
 _MODEL_ID = "local:all-MiniLM-L6-v2-int8"

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from flink_agents.api._embedding import BaseEmbeddingModel, EmbeddingError
+from flink_agents.api import BaseEmbeddingModel, EmbeddingError
 
 if TYPE_CHECKING:
     import openai

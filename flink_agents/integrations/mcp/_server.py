@@ -34,11 +34,21 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
-from flink_agents.api._chat import ChatMessage, MessageRole
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._prompts import Prompt, PromptFormatError, PromptSet
-from flink_agents.api._resources import ResourceDescriptor, ResourceType, is_env_ref
-from flink_agents.api._tools import Tool, ToolSet, ToolSpec, ToolUnavailableError, _strip_titles
+from flink_agents.api import (
+    ChatMessage,
+    FlinkAgentsError,
+    MessageRole,
+    Prompt,
+    PromptFormatError,
+    PromptSet,
+    ResourceDescriptor,
+    ResourceType,
+    Tool,
+    ToolSet,
+    ToolSpec,
+    ToolUnavailableError,
+)
+from flink_agents.api.internal import is_env_ref, strip_titles
 from flink_agents.integrations.mcp._session import LoopThread, Session, SessionEnded, describe
 
 logger = logging.getLogger(__name__)
@@ -609,7 +619,7 @@ async def _offers(client: Any, kind: str) -> bool:
 def _tool_spec(listed: Any) -> ToolSpec:
     """The MCP tool as our tools describe themselves to a model (titles dropped, as for
     ``FunctionTool``)."""
-    parameters = _strip_titles(dict(listed.input_schema or {}))
+    parameters = strip_titles(dict(listed.input_schema or {}))
     parameters.setdefault("type", "object")
     parameters.setdefault("properties", {})
     return ToolSpec(name=listed.name, description=listed.description or "", parameters=parameters)

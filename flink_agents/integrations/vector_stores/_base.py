@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api import FlinkAgentsError
 
 # -- errors --------------------------------------------------------------------------------
 

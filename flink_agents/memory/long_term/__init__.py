@@ -6,6 +6,7 @@ sees. ``VectorKnowledge`` keeps knowledge sets, shared by every key, in another 
 ``read_documents`` and ``load_documents`` bulk-load documents into one, idempotently.
 """
 
+from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._compaction import CompactionError, Compactor
 from flink_agents.memory.long_term._knowledge import (
     KNOWLEDGE_COLLECTION,
@@ -14,6 +15,7 @@ from flink_agents.memory.long_term._knowledge import (
     open_knowledge_set,
 )
 from flink_agents.memory.long_term._loader import (
+    DEFAULT_BATCH_SIZE,
     DocumentFileError,
     KnowledgeDocument,
     LoadCounts,
@@ -25,11 +27,13 @@ from flink_agents.memory.long_term._memory import MEMORY_COLLECTION, VectorLongT
 from flink_agents.memory.long_term._sets import KeyedLongTermMemory, StoredMemorySet
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
     "KNOWLEDGE_COLLECTION",
     "MEMORY_COLLECTION",
     "CompactionError",
     "Compactor",
     "DocumentFileError",
+    "EmbeddingBatcher",
     "KeyedLongTermMemory",
     "KnowledgeDocument",
     "LoadCounts",

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 
-from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api import BaseEmbeddingModel
 
 logger = logging.getLogger(__name__)
 

@@ -16,13 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from flink_agents.api._chat import ChatMessage
-from flink_agents.api._long_term import (
-    CapacityManageStrategy,
-    CompactionFunction,
-    MemorySetItem,
-)
-from flink_agents.api._refs import import_ref, ref_of
+from flink_agents.api import CapacityManageStrategy, ChatMessage, MemorySetItem
+from flink_agents.api.internal import CompactionFunction, import_ref, ref_of
 
 KIND_ITEM = "item"
 KIND_COMPACTED = "compacted"

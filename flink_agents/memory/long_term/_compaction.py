@@ -20,9 +20,14 @@ from typing import Any
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
 from flink_agents._ids import compacted_item_ids
-from flink_agents.api._chat import BaseChatModel, ChatMessage, MessageRole
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._long_term import CapacityManageStrategy, MemorySetItem
+from flink_agents.api import (
+    BaseChatModel,
+    CapacityManageStrategy,
+    ChatMessage,
+    FlinkAgentsError,
+    MemorySetItem,
+    MessageRole,
+)
 from flink_agents.memory.long_term._codec import (
     TYPE_CHAT,
     SetSettings,

@@ -19,8 +19,7 @@ from concurrent.futures import Future, wait
 from typing import Any
 
 from flink_agents._ids import memory_set_id
-from flink_agents.api._embedding import BaseEmbeddingModel
-from flink_agents.api._long_term import MemorySetItem
+from flink_agents.api import BaseEmbeddingModel, MemorySetItem
 from flink_agents.integrations.vector_stores import HasId, OrderBy, Point, VectorStore
 from flink_agents.memory.long_term._batcher import EmbeddingBatcher, Vectors
 from flink_agents.memory.long_term._codec import (

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flink_agents.api._long_term import MemorySetItem
+from flink_agents.api import MemorySetItem
 from flink_agents.integrations.vector_stores import (
     FieldMatch,
     FieldMatchAny,

@@ -9,9 +9,14 @@ from concurrent.futures import Future
 from typing import Any
 
 from flink_agents._ids import knowledge_set_id
-from flink_agents.api._embedding import BaseEmbeddingModel
-from flink_agents.api._knowledge import Knowledge, KnowledgeSet, KnowledgeSetItem, knowledge_text
-from flink_agents.api._long_term import MemorySetNotFoundError
+from flink_agents.api import (
+    BaseEmbeddingModel,
+    Knowledge,
+    KnowledgeSet,
+    KnowledgeSetItem,
+    MemorySetNotFoundError,
+)
+from flink_agents.api.internal import knowledge_text
 from flink_agents.integrations.vector_stores import (
     FieldMatch,
     Filter,

@@ -5,8 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from flink_agents.api._chat import BaseChatModel
-from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api import BaseChatModel, BaseEmbeddingModel
 from flink_agents.integrations.vector_stores import VectorStore
 from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._access import AccessRecorder

@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from flink_agents.api._long_term import (
+from flink_agents.api import (
     CapacityManageStrategy,
-    CompactionFunction,
     LongTermMemory,
     MemorySet,
     MemorySetItem,
     MemorySetNotFoundError,
-    Tags,
-    normalize_tags,
 )
+from flink_agents.api.internal import CompactionFunction, Tags, normalize_tags
 from flink_agents.integrations.vector_stores import FieldMatchAny
 from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._codec import (

@@ -31,6 +31,7 @@ from flink_agents.runtime.action_log._base import (
     external_id,
     redact_secrets,
 )
+from flink_agents.runtime.action_log._heartbeat import JobHeartbeat
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
 
 # A key's history (the CLI's ``history``) on first use: an operator never reads it.
@@ -53,6 +54,7 @@ __all__ = [
     "EncodedRecord",
     "InMemoryActionLog",
     "InterruptedAction",
+    "JobHeartbeat",
     "JobMarker",
     "JobSummary",
     "KeyHistory",

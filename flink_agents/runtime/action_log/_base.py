@@ -21,8 +21,8 @@ from types import TracebackType
 from typing import Any, NamedTuple, Protocol, Self
 
 from flink_agents import _ids as ids
-from flink_agents.api._errors import FlinkAgentsError
-from flink_agents.api._events import Event, packed_event, unpacked_event
+from flink_agents.api import Event, FlinkAgentsError
+from flink_agents.api.internal import packed_event, unpacked_event
 from flink_agents.memory import MemoryDelta
 
 PAYLOAD_VERSION = 1

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from flink_agents._ids import key_text
-from flink_agents.api._events import Event
+from flink_agents.api import Event
 from flink_agents.memory import MemoryDelta, ObjectMarker
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,

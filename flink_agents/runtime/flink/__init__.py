@@ -21,6 +21,8 @@ __getattr__ = lazy_attributes(
         "JobPaths": "flink_agents.runtime.flink._job",
         "build_agent_job": "flink_agents.runtime.flink._job",
         "read_json_files": "flink_agents.runtime.flink._job",
+        "use_project_logging": "flink_agents.runtime.flink._logging",
+        "write_log4j_configuration": "flink_agents.runtime.flink._logging",
     },
 )
 
@@ -34,4 +36,6 @@ __all__ = [
     "JobPaths",
     "build_agent_job",
     "read_json_files",
+    "use_project_logging",
+    "write_log4j_configuration",
 ]

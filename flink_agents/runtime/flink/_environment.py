@@ -23,8 +23,8 @@ from pyflink.table import StreamTableEnvironment, Table
 
 from flink_agents._ids import new_job_name
 from flink_agents._shipping import ShippedByName, ShippedFunction
-from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment, KeySelector
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, FlinkAgentsError
+from flink_agents.api.internal import KeySelector
 from flink_agents.plan import AgentPlan, to_plan
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options

@@ -37,7 +37,7 @@ from typing import Any
 import cloudpickle
 
 from flink_agents._shipping import ShippedByName
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api import FlinkAgentsError
 from flink_agents.plan import AgentPlan, bind_plan
 
 _MAIN_REF = re.compile(r"__main__:([A-Za-z_]\w*)")

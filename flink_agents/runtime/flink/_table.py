@@ -55,7 +55,7 @@ from pyflink.table import types as table_types
 from pyflink.util.exceptions import TableException
 
 from flink_agents._shipping import ShippedByName, ShippedFunction, load
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api import FlinkAgentsError
 from flink_agents.runtime.flink._dispatcher import ERROR_TAG
 
 ColumnType = tuple[Any, ...]

@@ -17,11 +17,11 @@ from flink_agents.api import (
     ChatResponseEvent,
     InputEvent,
     OutputEvent,
+    Prompt,
     ResourceType,
     action,
     resource,
 )
-from flink_agents.api._prompts import Prompt
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.integrations.mcp import MCPServer
 from tests.integrations.chat_agents import SCRIPTED_MODEL

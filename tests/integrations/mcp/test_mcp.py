@@ -15,9 +15,14 @@ from pathlib import Path
 import pytest
 
 from flink_agents.agents import ReActAgent
-from flink_agents.api import AgentsExecutionEnvironment, FlinkAgentsError, ResourceType, env_ref
-from flink_agents.api._resources import UnknownResourceError
-from flink_agents.api._tools import ToolUnavailableError
+from flink_agents.api import (
+    AgentsExecutionEnvironment,
+    FlinkAgentsError,
+    ResourceType,
+    ToolUnavailableError,
+    UnknownResourceError,
+    env_ref,
+)
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.integrations.mcp import (
     MCPPrompt,
@@ -27,8 +32,7 @@ from flink_agents.integrations.mcp import (
     MCPToolError,
 )
 from flink_agents.plan import bind_plan, load_plan, plan_from_json, plan_from_yaml
-from flink_agents.runtime import LocalRunner, load_options
-from flink_agents.runtime._journal import ActionJournal
+from flink_agents.runtime import ActionJournal, LocalRunner, load_options
 from flink_agents.runtime._resources import ResourceCache
 from flink_agents.runtime.action_log import InMemoryActionLog
 from flink_agents.testing import clean_environment

@@ -16,6 +16,7 @@ import pytest
 
 from flink_agents.api import (
     Agent,
+    BaseEmbeddingModel,
     EmbeddingError,
     Event,
     InputEvent,
@@ -24,7 +25,6 @@ from flink_agents.api import (
     action,
     resource,
 )
-from flink_agents.api._embedding import BaseEmbeddingModel
 from flink_agents.integrations.embeddings import LocalEmbeddingModel
 from flink_agents.integrations.vector_stores import open_vector_store
 from flink_agents.memory.long_term import VectorLongTermMemory

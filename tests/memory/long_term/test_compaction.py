@@ -7,8 +7,7 @@ import threading
 import time
 from datetime import datetime
 
-from flink_agents.api._chat import ChatMessage
-from flink_agents.api._long_term import MemorySetItem
+from flink_agents.api import ChatMessage, MemorySetItem
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.testing.llm_server import ScriptedLLMServer
 from tests.memory.long_term.conftest import SUMMARY, MemoryFactory

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flink_agents.api._long_term import MemorySetNotFoundError
+from flink_agents.api import MemorySetNotFoundError
 from flink_agents.integrations.embeddings import LocalEmbeddingModel
 from flink_agents.integrations.vector_stores import VectorStore
 from flink_agents.memory import IdMinter

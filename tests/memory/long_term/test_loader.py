@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flink_agents.api._embedding import BaseEmbeddingModel
-from flink_agents.api._long_term import MemorySetNotFoundError
+from flink_agents.api import BaseEmbeddingModel, MemorySetNotFoundError
 from flink_agents.integrations.embeddings import LocalEmbeddingModel
 from flink_agents.integrations.vector_stores import VectorStore
 from flink_agents.integrations.vector_stores.edge import EdgeVectorStore

@@ -6,8 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flink_agents.api._chat import ChatMessage, MessageRole
-from flink_agents.api._long_term import CapacityManageStrategy, MemorySetNotFoundError
+from flink_agents.api import (
+    CapacityManageStrategy,
+    ChatMessage,
+    MemorySetNotFoundError,
+    MessageRole,
+)
 from flink_agents.memory import IdMinter
 from flink_agents.memory.long_term import VectorLongTermMemory
 from tests.memory.long_term.conftest import MemoryFactory

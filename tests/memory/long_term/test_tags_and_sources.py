@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from flink_agents.api._chat import ChatMessage, MessageRole
-from flink_agents.api._long_term import items_for_handoff
+from flink_agents.api import ChatMessage, MessageRole, items_for_handoff
 from flink_agents.memory.long_term import VectorLongTermMemory
 
 

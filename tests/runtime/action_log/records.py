@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from flink_agents.api._events import Event
+from flink_agents.api import Event
 from flink_agents.runtime.action_log import ActionIdentity
 
 

@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import PrivateAttr
 
 from flink_agents.api import Event, OutputEvent
-from flink_agents.api._events import packed_event, unpacked_event
+from flink_agents.api.internal import packed_event, unpacked_event
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime.action_log import DurableCall, PickleSerializer
 from flink_agents.runtime.action_log._base import (

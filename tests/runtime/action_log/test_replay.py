@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from flink_agents.api._memory import MemoryObject
+from flink_agents.api import MemoryObject
 from flink_agents.memory import BufferedState, DictState, FlatMemory, ObjectMarker
 from flink_agents.runtime.action_log import ActionLog, ActionRecord
 from tests.runtime.action_log.records import Answer, ident

@@ -20,8 +20,7 @@ from py4j.protocol import Py4JJavaError
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
-from flink_agents.api import AgentsExecutionEnvironment
-from flink_agents.api._errors import ActionExecutionError
+from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment
 from flink_agents.plan import AgentPlan, to_plan
 from tests.runtime.flink.parity_agents import ModeProbeAgent
 

@@ -27,8 +27,14 @@ from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.table import DataTypes, EnvironmentSettings, Schema, StreamTableEnvironment
 from pyflink.table import TableEnvironment as PlainTableEnvironment
 
-from flink_agents.api import Agent, AgentsExecutionEnvironment, InputEvent, OutputEvent, action
-from flink_agents.api._errors import FlinkAgentsError
+from flink_agents.api import (
+    Agent,
+    AgentsExecutionEnvironment,
+    FlinkAgentsError,
+    InputEvent,
+    OutputEvent,
+    action,
+)
 from flink_agents.runtime.flink._dispatcher import ERROR_TAG
 from flink_agents.runtime.flink._table import (
     OutputDoesNotFit,

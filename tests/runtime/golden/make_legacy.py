@@ -1,7 +1,7 @@
 """Writes the golden fixtures of Flink state as release 0.1.0 (main d2e56d1) wrote it.
 
 Run once, with that release's code, from a checkout of it holding this directory:
-``python -m tests.golden.make_legacy OUT_DIR``. Never run again: the fixtures are what that
+``python -m tests.runtime.golden.make_legacy OUT_DIR``. Never run again: the fixtures are what that
 release wrote, and the current code must keep reading them.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from flink_agents.memory import MemoryDelta, ObjectMarker
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._engine import PendingAction, RunState
-from tests.golden.values import KEY, NOTE, RUN_INPUT, SENT, run_input_event
+from tests.runtime.golden.values import KEY, NOTE, RUN_INPUT, SENT, run_input_event
 
 
 def values() -> dict[str, object]:

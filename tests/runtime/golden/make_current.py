@@ -1,6 +1,6 @@
 """Writes the golden fixtures of Flink state in the format this release writes.
 
-``python -m tests.golden.make_current OUT_DIR RELEASE`` writes ``control-RELEASE-*.pickle``
+``python -m tests.runtime.golden.make_current OUT_DIR RELEASE`` writes ``control-RELEASE-*.pickle``
 and ``memory-RELEASE-marker.pickle`` from the values ``make_legacy`` wrote for 0.1.0. Run
 once per release whose format changed, never over existing files: each fixture is what its
 release wrote, and later code must keep reading it.
@@ -16,7 +16,7 @@ from typing import Any
 from flink_agents.memory import ObjectMarker
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._persisted import encode_control
-from tests.golden.make_legacy import values
+from tests.runtime.golden.make_legacy import values
 
 
 def stored_values() -> dict[str, Any]:

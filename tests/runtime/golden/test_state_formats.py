@@ -23,9 +23,9 @@ from flink_agents.runtime._persisted import (
     decode_control,
     encode_control,
 )
-from tests.golden.make_current import stored_values
-from tests.golden.make_legacy import values
-from tests.golden.values import INPUT_ID
+from tests.runtime.golden.make_current import stored_values
+from tests.runtime.golden.make_legacy import values
+from tests.runtime.golden.values import INPUT_ID
 
 HERE = Path(__file__).parent
 CURRENT = "0.2.0"

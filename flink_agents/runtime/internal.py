@@ -1,0 +1,18 @@
+"""The runtime's names for flink_agents' own packages, not for users.
+
+The command line reads and writes records the way every runner does (``_records``: JSON lines,
+keys, error records) and takes keys the same way (``_keys``). Other packages import these from
+here, never from a private module of ``flink_agents.runtime`` (``tests/test_imports.py``).
+Nothing here is promised to users: names come and go with the packages that use them.
+"""
+
+from flink_agents.runtime._keys import key_function
+from flink_agents.runtime._records import (
+    BadRecord,
+    parse_json_object,
+    rejected,
+    take_key,
+    to_json_line,
+)
+
+__all__ = ["BadRecord", "key_function", "parse_json_object", "rejected", "take_key", "to_json_line"]
