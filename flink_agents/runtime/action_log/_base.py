@@ -527,8 +527,17 @@ def encode_call(serializer: Serializer, call: DurableCall) -> bytes:
 
 
 def decode_call(serializer: Serializer, payload: bytes) -> DurableCall:
-    _version, parts, *extra = serializer.loads(payload)
+    version, parts, *extra = serializer.loads(payload)
+    _check_version(version)
     return _call_from(parts, extra[0].get("duration_ms") if extra else None)
+
+
+def _check_version(version: Any) -> None:
+    if type(version) is not int or version > PAYLOAD_VERSION:
+        raise ActionLogError(
+            f"an action log record has payload version {version!r}; this release reads up "
+            f"to {PAYLOAD_VERSION}: it was written by a later release of flink_agents"
+        )
 
 
 def _delta_tuple(delta: MemoryDelta) -> tuple[Any, ...]:
@@ -580,7 +589,8 @@ def _event_from(stored: Any) -> Event:
 def decode_record(
     serializer: Serializer, identity: ActionIdentity, epoch: int, payload: bytes
 ) -> ActionRecord:
-    _version, body = serializer.loads(payload)
+    version, body = serializer.loads(payload)
+    _check_version(version)
     calls = body["calls"]
     durations = body.get("call_ms") or (None,) * len(calls)
     return ActionRecord(
