@@ -38,7 +38,6 @@ LIBRARY, TESTS = REPO / "flink_agents", REPO / "tests"
 OUTSIDE = (REPO / "bench", REPO / "jobs")
 
 WHITE_BOX = {
-    "tests/api/test_event_ids.py": {"flink_agents.runtime._journal"},
     "tests/integrations/mcp/test_mcp.py": {"flink_agents.runtime._resources"},
     "tests/integrations/rag/test_load_knowledge.py": {
         "flink_agents.runtime._long_term",

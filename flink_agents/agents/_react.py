@@ -21,12 +21,12 @@ way the plan holds the configuration: resources (the model, the tools, the promp
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
+from flink_agents._ids import derived_event_id
 from flink_agents.api import (
     Agent,
     ChatMessage,
@@ -152,7 +152,7 @@ class ReActAgent(Agent):
             # again), not drawn at random: this action makes no durable call, so it runs
             # again after a restore while the chat actions are replayed from the action log,
             # and their answer must still match the id kept below.
-            id=uuid.uuid5(event.id, "react-request"),
+            id=derived_event_id(event.id, "react-request"),
             model=config["chat_model"],
             messages=build_messages(prompt, event.input),
             tools=config.get("tools"),

@@ -4,6 +4,7 @@ Never imports pyflink or the runtime, so agents can be written, tested and compi
 without a JVM.
 """
 
+from flink_agents._public import name_by_package
 from flink_agents.api._agent import Agent, action, resource
 from flink_agents.api._chat import (
     BaseChatModel,
@@ -134,3 +135,5 @@ __all__ = [
     "resource",
     "tool",
 ]
+
+name_by_package(__name__, globals(), __all__)

@@ -2,51 +2,12 @@
 
 from __future__ import annotations
 
-import random
 from typing import Any, TypeVar
-from uuid import UUID, SafeUUID
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_UNKNOWN_SAFETY = SafeUUID.unknown  # an enum member: looked up once, not per event
-_VARIANT_AND_VERSION_BITS = (0xC000 << 48) | (0xF000 << 64)
-_RFC_4122_VARIANT = 0x8000 << 48
-# A UUID's two slots, set through their descriptors: UUID forbids attribute assignment, and
-# ``object.__setattr__`` by name cost more than the rest of an id.
-_set_int = UUID.__dict__["int"].__set__
-_set_is_safe = UUID.__dict__["is_safe"].__set__
-_new_object = object.__new__
-_random_bits = random.getrandbits
-
-
-def uuid_from_bits(bits: int, version: int) -> UUID:
-    """The UUID of 128 ``bits`` with its variant and ``version`` set, as ``UUID(int=bits,
-    version=version)`` makes it, without the constructor's argument checks (``int`` and
-    ``is_safe`` are a UUID's only fields; the result compares, hashes and pickles like any
-    UUID). For ids made on every step of every run."""
-    value = _new_object(UUID)
-    _set_int(value, (bits & ~_VARIANT_AND_VERSION_BITS) | _RFC_4122_VARIANT | (version << 76))
-    _set_is_safe(value, _UNKNOWN_SAFETY)
-    return value
-
-
-_RANDOM_ID_MASK = ~_VARIANT_AND_VERSION_BITS
-_VERSION_4_BITS = _RFC_4122_VARIANT | (4 << 76)
-
-
-def new_event_id() -> UUID:
-    """A random version-4 UUID for an event (``uuid_from_bits`` of random bits, inlined).
-
-    Drawn from the ``random`` module rather than ``os.urandom`` (which ``uuid4`` uses): an
-    event is made on every step of every run, and a system call per event cost as much as
-    the rest of the event. The ids are unique, not secret. ``random`` is seeded from the
-    system when it is imported and reseeded in a forked child, so processes do not repeat
-    each other.
-    """
-    value = _new_object(UUID)
-    _set_int(value, (_random_bits(128) & _RANDOM_ID_MASK) | _VERSION_4_BITS)
-    _set_is_safe(value, _UNKNOWN_SAFETY)
-    return value
+from flink_agents._ids import new_event_id
 
 
 class Event(BaseModel):
@@ -74,6 +35,7 @@ _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _E = TypeVar("_E", bound=Event)
+_new_object = object.__new__
 
 
 def input_event(record: Any, event_id: UUID | None = None) -> InputEvent:

@@ -10,7 +10,7 @@ Nothing here is promised to users: names come and go with the packages that use 
 from flink_agents.api._agent import ACTION_ATTR, RESOURCE_ATTR
 from flink_agents.api._chat import DEFAULT_MAX_STEPS, OutputSchema, resolve_output_schema
 from flink_agents.api._environment import KeySelector
-from flink_agents.api._events import input_event, packed_event, unpacked_event, uuid_from_bits
+from flink_agents.api._events import input_event, packed_event, unpacked_event
 from flink_agents.api._knowledge import knowledge_text
 from flink_agents.api._long_term import CompactionFunction, Tags, normalize_tags
 from flink_agents.api._prompts import OfferedPrompt
@@ -40,5 +40,4 @@ __all__ = [
     "resolve_output_schema",
     "strip_titles",
     "unpacked_event",
-    "uuid_from_bits",
 ]

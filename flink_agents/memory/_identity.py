@@ -18,22 +18,12 @@ items to another.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 
-NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://flink-agents/action-log")
-"""The UUID5 namespace of external ids; changing it changes every id ever handed out."""
-
-IdentityParts = Sequence[str | int]
-
-
-def external_id_of(identity: IdentityParts, index: int) -> str:
-    """The UUID5 of the ``index``-th external write of the action ``identity``
-    (job, key, run sequence, step, action)."""
-    return str(uuid.uuid5(NAMESPACE, json.dumps([*identity, index])))
+from flink_agents._ids import IdentityParts, external_id, point_id
 
 
 class IdMinter:
@@ -48,9 +38,7 @@ class IdMinter:
 
     __slots__ = ("_counters", "_identity", "_lock", "_resolve", "_writes")
 
-    def __init__(
-        self, identity: IdentityParts | Callable[[], IdentityParts] | None = None
-    ) -> None:
+    def __init__(self, identity: IdentityParts | Callable[[], IdentityParts] | None = None) -> None:
         self._resolve = identity if callable(identity) else None
         self._identity: tuple[str | int, ...] | None = (
             None if identity is None or callable(identity) else tuple(identity)
@@ -74,9 +62,6 @@ class IdMinter:
         if identity is None:
             return [str(uuid.uuid4()) for _ in range(count)]
         first = self._take((scope, name), count)
-        # Imported here: only agents that write to a store need the vector store package.
-        from flink_agents.integrations.vector_stores import point_id
-
         return [point_id(*identity, scope, name, first + n) for n in range(count)]
 
     def external_id(self) -> str:
@@ -84,7 +69,7 @@ class IdMinter:
         identity = self.identity()
         if identity is None:
             return str(uuid.uuid4())
-        return external_id_of(identity, self._take(("external",), 1))
+        return external_id(identity, self._take(("external",), 1))
 
     def track(self, write: Future[None]) -> None:
         """A write made under these ids that completes in the background (an item whose
@@ -131,14 +116,3 @@ class IdMinter:
             first = self._counters.get(scope, 0)
             self._counters[scope] = first + count
         return first
-
-
-def knowledge_document_id(set_name: str, document_id: str) -> str:
-    """The point id of document ``document_id`` in knowledge set ``set_name``.
-
-    Loading a document again (the same file, or an edited one) overwrites its point: ids
-    come from the set and the document, never from who loads it or when.
-    """
-    from flink_agents.integrations.vector_stores import point_id  # see ``point_ids``
-
-    return point_id("knowledge-document", set_name, document_id)

@@ -32,7 +32,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from flink_agents.runtime._journal import CallFuture, CallSlot, digest_args
+from flink_agents._ids import digest_args
+from flink_agents.runtime._journal import CallFuture, CallSlot
 from flink_agents.runtime._metrics import AgentMetrics
 
 logger = logging.getLogger(__name__)

@@ -8,6 +8,7 @@ from concurrent.futures import Executor, Future, wait
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from flink_agents._ids import function_id
 from flink_agents.api import (
     Event,
     FlinkAgentsError,
@@ -29,7 +30,7 @@ from flink_agents.memory import (
     MemoryDelta,
     StateMap,
 )
-from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot, function_id
+from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache

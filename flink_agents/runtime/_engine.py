@@ -9,18 +9,17 @@ calls ``start``, then ``step`` until ``finished``, then ``end``. Everything it k
 from __future__ import annotations
 
 import contextlib
-import copyreg
 import inspect
 import itertools
 import threading
-import uuid
 from collections import deque
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from flink_agents._ids import input_event_id, key_text, new_job_name
 from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, InputEvent
 from flink_agents.api.internal import input_event
 from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
@@ -32,7 +31,7 @@ from flink_agents.runtime._context import (
     DirectActionContext,
 )
 from flink_agents.runtime._event_log import EventLog
-from flink_agents.runtime._journal import ActionJournal, CallRecorder, input_event_id
+from flink_agents.runtime._journal import ActionJournal, CallRecorder
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
@@ -92,47 +91,13 @@ class RunState:
     def finished(self) -> bool:
         return not self.queue and not self.ready
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickles as its field values in order, each queued action as an ``(action,
-        event)`` pair, and the run's own ``InputEvent`` as its id: a parked run is written
-        to Flink state every time it parks, and this form takes a third of the bytes and
-        about half the time of the default one. (Earlier pickles still load.)"""
-        if type(self) is not RunState:  # a sub-run: never kept in state
-            return copyreg.__newobj__, (type(self),), self.__dict__
-        values = [getattr(self, name) for name in _RUN_FIELDS]
-        values[_QUEUE_FIELD] = tuple(_pack_pending(pending, self.input) for pending in self.queue)
-        return _unpickle_run, tuple(values)
-
-
-def _pack_pending(pending: PendingAction, run_input: Any) -> tuple[str, Any]:
-    event = pending.event
-    if type(event) is InputEvent and event.input is run_input:
-        return pending.action, (event.id.int, "id" in event.model_fields_set)
-    return pending.action, event
-
 
 def _unpickle_run(*values: Any) -> RunState:
-    run = RunState(*values)
-    queue: deque[PendingAction] = deque()
-    input_events: dict[tuple[int, bool], InputEvent] = {}  # one event, several listeners
-    for action, event in run.queue:
-        if type(event) is tuple:
-            made = input_events.get(event)
-            if made is None:
-                bits, id_set = event
-                made = input_events[event] = InputEvent.model_construct(
-                    {"id", "input"} if id_set else {"input"},
-                    id=uuid.UUID(int=bits),
-                    input=run.input,
-                )
-            event = made
-        queue.append(PendingAction(action, event))
-    run.queue = queue
-    return run
+    """A parked run as release 0.1.0 pickled it into Flink state: checkpoints of that release
+    name this function, so it stays here (``runtime/_persisted.py`` reads it)."""
+    from flink_agents.runtime._persisted import run_of_v010
 
-
-_RUN_FIELDS = tuple(f.name for f in fields(RunState))
-_QUEUE_FIELD = _RUN_FIELDS.index("queue")
+    return run_of_v010(values)
 
 
 @dataclass
@@ -284,7 +249,7 @@ class RunEngine:
             # subtasks of one job run disjoint keys; a restored attempt repeats them) or,
             # without one, from this engine (another process's runs must not overwrite
             # them; a retry repeats them).
-            self._engine_id = job_id or uuid.uuid4().hex
+            self._engine_id = job_id or new_job_name()
         self.max_steps = self.options.max_steps_per_run
         self.records_all = self.journal is not None and self.options.action_log_record == "all"
         """Whether every completed action is recorded (``action-log-record: all``), not
@@ -447,7 +412,7 @@ class RunEngine:
                 identity.step,
                 identity.action,
             )
-        return (self._engine_id, repr(key), sequence, step, action)
+        return (self._engine_id, key_text(key), sequence, step, action)
 
     def _new_recorder(
         self, key: Any, sequence: int, step: int, action: str, retried: bool

@@ -103,12 +103,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import hashlib
-import json
 import logging
 import threading
 import time
-import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -116,9 +113,9 @@ from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from typing import Any
 
+from flink_agents._ids import digest_args, function_id, key_text
 from flink_agents.api import Event
-from flink_agents.api.internal import uuid_from_bits
-from flink_agents.memory import NAMESPACE, MemoryDelta
+from flink_agents.memory import MemoryDelta
 from flink_agents.runtime.action_log import (
     ActionIdentity,
     ActionLog,
@@ -130,12 +127,9 @@ from flink_agents.runtime.action_log import (
     JobHeartbeat,
     JobMarker,
     UnstorableValueError,
-    digest_args,
 )
 
 logger = logging.getLogger(__name__)
-
-_NAMESPACE_BYTES = NAMESPACE.bytes
 
 Clock = Callable[[], int]
 
@@ -154,64 +148,6 @@ are ending faster than ``_CallWriter.MIN_RATE`` a second (see ``_CallWriter``)."
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def canonical_key(key: Any) -> str:
-    """The key as the log stores it: JSON where possible (``"a"`` and ``1`` stay apart),
-    else its ``repr``; equal in every process."""
-    if type(key) is str:  # the common case, computed once per key (three times per run)
-        return _canonical_str(key)
-    return _canonical(key)
-
-
-def _canonical(key: Any) -> str:
-    try:
-        return json.dumps(key, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return f"repr:{key!r}"
-
-
-_canonical_str = functools.lru_cache(maxsize=8192)(_canonical)
-
-
-@functools.lru_cache(maxsize=8192)
-def _json_string(text: str) -> str:
-    return json.dumps(text)
-
-
-_RUN_BITS = (1 << 62) - 1
-"""The low 62 bits of a UUID, below its variant bits: where a run sequence is folded in."""
-
-
-@functools.lru_cache(maxsize=16384)
-def _input_id_base(job: str, canonical: str) -> int:
-    """128 bits of the name-based (version 5, SHA-1) UUID of ``["input", job, key]``."""
-    name = f'["input", {_json_string(job)}, {_json_string(canonical)}]'
-    digest = hashlib.sha1(_NAMESPACE_BYTES + name.encode()).digest()
-    return int.from_bytes(digest[:16])
-
-
-def input_event_id(job: str, key: Any, run_sequence: int) -> uuid.UUID:
-    """The id of a run's ``InputEvent``: the same when the input is replayed.
-
-    A version-5 UUID: the SHA-1 digest of the job and the key (computed once per key, not
-    per run: a digest per record cost the default action log about a tenth of the memory
-    agent's throughput in thread mode), with the run sequence XORed into its low 62 bits:
-    the runs of a key get distinct ids (a sequence stays far below 2**62), and two keys'
-    ids can meet only if their digests agree on every bit above those the sequences reach
-    (a chance of about 2**-60 per pair of keys). Before this scheme the whole name,
-    sequence included, was digested per run: a run of an earlier version's job replayed
-    after an upgrade gets a new id."""
-    base = _input_id_base(job, canonical_key(key))
-    return uuid_from_bits(base ^ (run_sequence & _RUN_BITS), 5)
-
-
-def function_id(function: Callable[..., Any]) -> str:
-    """Names a durable call's function: ``module:qualname`` (stable across processes)."""
-    target = getattr(function, "func", function)  # functools.partial
-    module = getattr(target, "__module__", None) or type(target).__module__
-    name = getattr(target, "__qualname__", None) or type(target).__qualname__
-    return f"{module}:{name}"
 
 
 class ActionJournal:
@@ -318,7 +254,7 @@ class ActionJournal:
         return self._writer.written
 
     def identity(self, key: Any, run_sequence: int, step: int, action: str) -> ActionIdentity:
-        return ActionIdentity(self.job, canonical_key(key), run_sequence, step, action)
+        return ActionIdentity(self.job, key_text(key), run_sequence, step, action)
 
     def check(self) -> None:
         """Raise the writer's failure, if it failed (the job must fail: see the module
@@ -333,7 +269,7 @@ class ActionJournal:
     def may_replay(self, key: Any, run_sequence: int) -> bool:
         """Whether the log may hold records or calls of run ``run_sequence`` of ``key`` from
         an earlier attempt (``may_have_records`` without building an identity)."""
-        return bool(self._index) and self._reached(canonical_key(key), run_sequence)
+        return bool(self._index) and self._reached(key_text(key), run_sequence)
 
     def may_have_records(self, identity: ActionIdentity) -> bool:
         """Whether the log may hold a record or calls of ``identity`` from an earlier
@@ -574,8 +510,7 @@ class ActionJournal:
         self.pruned += removed
         if removed:
             logger.info(
-                "pruned %d records of job %s older than the retention of %d ms from action "
-                "log %s",
+                "pruned %d records of job %s older than the retention of %d ms from action log %s",
                 removed,
                 self.job,
                 self.retention_ms,

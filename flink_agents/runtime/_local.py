@@ -18,13 +18,13 @@ import copy
 import heapq
 import itertools
 import time
-import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from flink_agents._ids import new_job_name
 from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, FlinkAgentsError
 from flink_agents.api.internal import KeySelector
 from flink_agents.memory import DictState, FlatMemory, to_dict
@@ -521,7 +521,7 @@ def local_journal(options: AgentOptions) -> ActionJournal | None:
         if options.action_log is not None:  # "none"
             return None
         url = "memory://"
-    job = options.action_log_job or uuid.uuid4().hex
+    job = options.action_log_job or new_job_name()
     return ActionJournal(
         open_action_log(url),
         job,

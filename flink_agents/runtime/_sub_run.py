@@ -14,11 +14,11 @@ interrupted one's calls from the log, like any action's.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Generator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from flink_agents._ids import sub_run_input_id
 from flink_agents.api import FlinkAgentsError, InputEvent, SubAgent
 from flink_agents.api.internal import import_ref
 from flink_agents.memory import DictState, StateMap
@@ -90,8 +90,10 @@ class SubRuns:
         if engine.journal is None:
             event = InputEvent(input=record)
         else:  # a replayed sub-run's input keeps its id
-            origin = f"{engine.journal.job}|{caller.key!r}|{sequence}|{step}|{run.namespace}"
-            event = InputEvent(id=uuid.uuid5(uuid.NAMESPACE_OID, origin), input=record)
+            event_id = sub_run_input_id(
+                engine.journal.job, caller.key, sequence, step, run.namespace
+            )
+            event = InputEvent(id=event_id, input=record)
         engine.enqueue(run, event)
         engine.metrics.event_processed()  # the sub-run's input event
         sensory = DictState()

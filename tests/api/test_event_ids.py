@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from flink_agents._ids import ACTION_LOG_NAMESPACE as NAMESPACE
+from flink_agents._ids import input_event_id, key_text, new_event_id, uuid_from_bits
 from flink_agents.api import InputEvent
-from flink_agents.api._events import input_event, new_event_id, uuid_from_bits
-from flink_agents.memory import NAMESPACE
-from flink_agents.runtime._journal import canonical_key, input_event_id
+from flink_agents.api._events import input_event
 
 
 @given(st.integers(min_value=0, max_value=2**128 - 1), st.sampled_from([1, 3, 4, 5]))
@@ -39,7 +39,7 @@ def test_event_ids_are_random_version_4_uuids():
 
 @given(st.one_of(st.text(max_size=8), st.integers()), st.integers(min_value=1, max_value=10**9))
 def test_input_event_ids_fold_the_run_into_the_uuid5_of_job_and_key(key, sequence):
-    name = json.dumps(["input", "job", canonical_key(key)])
+    name = json.dumps(["input", "job", key_text(key)])
     base = uuid.uuid5(NAMESPACE, name).int
     expected = uuid.UUID(int=base ^ sequence, version=5)
     made = input_event_id("job", key, sequence)

@@ -100,7 +100,7 @@ def test_compile_rejects_wrong_signature_and_empty_agents():
     assert str(caught.value) == (
         "agent 'WrongSignatureAgent', action 'greet', field 'function': an action takes "
         "(event, ctx), but 'tests.plan.agents:WrongSignatureAgent.greet' has signature "
-        "(event: flink_agents.api._events.InputEvent) -> None"
+        "(event: flink_agents.api.InputEvent) -> None"
     )
     with pytest.raises(PlanError, match="agent 'NoActionsAgent': has no actions"):
         compile_agent(agents.NoActionsAgent)

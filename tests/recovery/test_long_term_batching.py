@@ -39,6 +39,7 @@ import pytest
 from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
+from flink_agents._ids import key_text
 from flink_agents.integrations.vector_stores import open_vector_store, point_id
 from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
 from flink_agents.plan import to_plan
@@ -148,7 +149,7 @@ def origins(items: list[tuple[str, str]], counted: Counter[str]) -> str:
         user = key_of(value)
         scope, name = ("knowledge", "facts") if " fact " in value else ("ltm", "notes")
         known = {
-            point_id(JOB, repr(user), run, step, "remember", scope, name, n): (run, step, n)
+            point_id(JOB, key_text(user), run, step, "remember", scope, name, n): (run, step, n)
             for run in range(1, 2 + len(RECORDS) // USERS)
             for step in range(1, 4)
             for n in range(2)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from flink_agents._ids import input_event_id, key_text
 from flink_agents.api import (
     ActionExecutionError,
     Agent,
@@ -28,7 +29,7 @@ from flink_agents.api import (
 )
 from flink_agents.memory import DictState, MemoryDelta
 from flink_agents.plan import to_plan
-from flink_agents.runtime._journal import ActionJournal, canonical_key, input_event_id
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalRunner
 from flink_agents.runtime.action_log import (
     ActionIdentity,
@@ -355,7 +356,7 @@ def test_a_record_the_log_cannot_store_fails_the_action_with_nothing_applied():
         runner.run("k", None)
     assert isinstance(raised.value.cause, UnstorableValueError)
     assert runner.short_term_memory("k") == {}
-    identity = ActionIdentity("job-1", canonical_key("k"), 1, 1, "work")
+    identity = ActionIdentity("job-1", key_text("k"), 1, 1, "work")
     assert log.completed(identity) is None  # only its durable call is in the log
     assert [call.function for call in log.calls(identity)] == ["tests.runtime.journal_agents:paid"]
 
@@ -395,11 +396,11 @@ def test_input_event_ids_are_derived_from_job_key_and_run():
     assert unlogged.run("k", None) != unlogged.run("k", None)
 
 
-def test_canonical_keys_keep_types_apart():
-    assert canonical_key("1") != canonical_key(1)
-    assert canonical_key(("u", 1)) == canonical_key(["u", 1]) == '["u",1]'
-    assert canonical_key({"b": 1, "a": 2}) == '{"a":2,"b":1}'
-    assert canonical_key(object).startswith("repr:")
+def test_key_texts_keep_types_apart():
+    assert key_text("1") != key_text(1)
+    assert key_text(("u", 1)) == key_text(["u", 1]) == '["u",1]'
+    assert key_text({"b": 1, "a": 2}) == '{"a":2,"b":1}'
+    assert key_text(object).startswith("repr:")
 
 
 class Clock:
@@ -654,7 +655,7 @@ def test_replay_reads_the_record_again_when_its_calls_vanished_under_it():
     out, one transaction) between the lookup of the record and the load of the calls:
     the journal then finds the record and replays it instead of paying the calls again."""
     log = CountingLog()
-    identity = ActionIdentity("job-1", canonical_key("k"), 1, 1, "work")
+    identity = ActionIdentity("job-1", key_text("k"), 1, 1, "work")
     paid_call = DurableCall(0, "f", "d", "paid")
     log.record_call(identity, paid_call, 1)
     record = ActionRecord(identity, MemoryDelta(), MemoryDelta(), (), (paid_call,), 1)
@@ -692,7 +693,7 @@ def test_every_failure_of_the_log_is_an_action_log_error_naming_it(operation, wh
     operation, chained to the cause. (A completed record is written by the writer thread:
     its failure surfaces from the next operation, here ``maybe_prune``.)"""
     log, clock = CountingLog(), Clock()
-    earlier = ActionIdentity("job-1", canonical_key("k"), 1, 1, "work")
+    earlier = ActionIdentity("job-1", key_text("k"), 1, 1, "work")
     log.record_call(earlier, DurableCall(0, "other:function", "d"), clock.now)  # interrupted
     log.operations.clear()
     log.failing.add(operation)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from flink_agents._ids import key_text
 from flink_agents.runtime import AgentOptions, LocalRunner
-from flink_agents.runtime._journal import ActionJournal, canonical_key
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import ERRORS
 from flink_agents.runtime.action_log import InMemoryActionLog
 from tests.runtime import agents, sub_agent_agents
@@ -70,7 +71,7 @@ def _logged(journal, keys) -> dict:
     return {
         key: [
             (r.identity, r.sensory, r.short_term)
-            for r in journal.log.key_records("job", canonical_key(key))
+            for r in journal.log.key_records("job", key_text(key))
         ]
         for key in keys
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from flink_agents._ids import point_id
 from flink_agents.integrations.vector_stores._base import (
     DEFAULT_INDEXES,
     CollectionInfo,
@@ -30,7 +31,6 @@ from flink_agents.integrations.vector_stores._base import (
     StoreLockedError,
     VectorStore,
     VectorStoreError,
-    point_id,
 )
 
 __all__ = [

@@ -100,16 +100,6 @@ def merged_indexes(extra: Mapping[str, FieldType | str] | None) -> dict[str, Fie
 
 # -- records ---------------------------------------------------------------------------------
 
-_POINT_NAMESPACE = uuid.UUID("5d0b7c1e-6a43-4c55-9f2e-0c3a8d1f7b21")
-
-
-def point_id(*parts: str | int) -> str:
-    """A deterministic UUID string from ``parts`` (e.g. key, run, step, item index).
-
-    Writing the same logical item again (a replayed action) then overwrites, not duplicates.
-    """
-    return str(uuid.uuid5(_POINT_NAMESPACE, "\x1f".join(str(p) for p in parts)))
-
 
 def canonical_id(value: str | uuid.UUID) -> str:
     """``value`` as the lower-case hyphenated UUID string every backend returns.

@@ -19,6 +19,7 @@ from typing import Any
 
 from tenacity import Retrying, stop_after_attempt, wait_exponential
 
+from flink_agents._ids import compacted_item_ids
 from flink_agents.api import (
     BaseChatModel,
     CapacityManageStrategy,
@@ -27,7 +28,6 @@ from flink_agents.api import (
     MemorySetItem,
     MessageRole,
 )
-from flink_agents.integrations.vector_stores import point_id
 from flink_agents.memory.long_term._codec import (
     TYPE_CHAT,
     SetSettings,
@@ -278,12 +278,9 @@ class Compactor:
         source = sources.pop() if len(sources) == 1 else None
         encoded = [encode_value(settings.item_type, v, settings.name) for v in values]
         # Deterministic ids: a retried pass over the same items overwrites its own output.
-        ids = [
-            point_id(
-                "compacted", key, settings.name, replaced[0].id, replaced[-1].id, len(replaced), n
-            )
-            for n in range(len(encoded))
-        ]
+        ids = compacted_item_ids(
+            key, settings.name, replaced[0].id, replaced[-1].id, len(replaced), len(encoded)
+        )
         written = self.core.write(
             key,
             settings,

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from typing import Any
 
+from flink_agents._ids import memory_set_id
 from flink_agents.api import BaseEmbeddingModel, MemorySetItem
-from flink_agents.integrations.vector_stores import HasId, OrderBy, Point, VectorStore, point_id
+from flink_agents.integrations.vector_stores import HasId, OrderBy, Point, VectorStore
 from flink_agents.memory.long_term._batcher import EmbeddingBatcher, Vectors
 from flink_agents.memory.long_term._codec import (
     CLOCK,
@@ -152,7 +153,7 @@ class MemoryCore:
 
     @staticmethod
     def settings_id(key: str, name: str) -> str:
-        return point_id("memory-set", key, name)
+        return memory_set_id(key, name)
 
     def settings(self, key: str, name: str, *, known: bool = False) -> SetSettings | None:
         """A set's settings, None if it does not exist. ``known``: as remembered from an

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from flink_agents._ids import knowledge_set_id
 from flink_agents.api import (
     BaseEmbeddingModel,
     Knowledge,
@@ -23,7 +24,6 @@ from flink_agents.integrations.vector_stores import (
     OrderBy,
     Point,
     VectorStore,
-    point_id,
 )
 from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._batcher import EmbeddingBatcher
@@ -289,7 +289,7 @@ class _OwnedKnowledgeSet(StoredKnowledgeSet):
 
 
 def _set_id(name: str) -> str:
-    return point_id("knowledge-set", name)
+    return knowledge_set_id(name)
 
 
 def item_payload(name: str, value: Any, created: float, updated: float) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flink_agents._ids import knowledge_document_id
 from flink_agents.api import FlinkAgentsError
 from flink_agents.integrations.vector_stores import Point, Record
-from flink_agents.memory._identity import knowledge_document_id
 from flink_agents.memory.long_term._codec import CLOCK
 from flink_agents.memory.long_term._knowledge import (
     KIND_KNOWLEDGE,

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from flink_agents._ids import digest_args
 from flink_agents._lazy import lazy_attributes
+from flink_agents._public import name_by_package
 from flink_agents.runtime.action_log._base import (
     ActionIdentity,
     ActionLog,
@@ -26,10 +28,10 @@ from flink_agents.runtime.action_log._base import (
     RecordedError,
     Serializer,
     UnstorableValueError,
+    external_id,
     redact_secrets,
 )
 from flink_agents.runtime.action_log._heartbeat import JobHeartbeat
-from flink_agents.runtime.action_log._ids import digest_args, external_id
 from flink_agents.runtime.action_log._memory import InMemoryActionLog
 
 # A key's history (the CLI's ``history``) on first use: an operator never reads it.
@@ -67,6 +69,8 @@ __all__ = [
     "key_history",
     "open_action_log",
 ]
+
+name_by_package(__name__, globals(), __all__)
 
 
 def open_action_log(url: str | Path, serializer: Serializer | None = None) -> ActionLog:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, Self
 
+from flink_agents import _ids as ids
 from flink_agents.api import Event, FlinkAgentsError
 from flink_agents.api.internal import packed_event, unpacked_event
 from flink_agents.memory import MemoryDelta
@@ -41,6 +42,17 @@ class ActionIdentity:
     run_sequence: int
     step: int
     action: str
+
+
+def external_id(identity: ActionIdentity, index: int) -> str:
+    """A UUID5 for the ``index``-th external write of an action, the same on every replay.
+
+    Use it as the id of a point, row or message an action writes outside Flink (e.g. a
+    Qdrant point): a replayed action then overwrites its earlier write instead of adding one.
+    Inside an action, ``ctx.external_id()`` hands these out in order.
+    """
+    parts = (identity.job, identity.key, identity.run_sequence, identity.step, identity.action)
+    return ids.external_id(parts, index)
 
 
 @dataclass(frozen=True)
@@ -515,8 +527,17 @@ def encode_call(serializer: Serializer, call: DurableCall) -> bytes:
 
 
 def decode_call(serializer: Serializer, payload: bytes) -> DurableCall:
-    _version, parts, *extra = serializer.loads(payload)
+    version, parts, *extra = serializer.loads(payload)
+    _check_version(version)
     return _call_from(parts, extra[0].get("duration_ms") if extra else None)
+
+
+def _check_version(version: Any) -> None:
+    if type(version) is not int or version > PAYLOAD_VERSION:
+        raise ActionLogError(
+            f"an action log record has payload version {version!r}; this release reads up "
+            f"to {PAYLOAD_VERSION}: it was written by a later release of flink_agents"
+        )
 
 
 def _delta_tuple(delta: MemoryDelta) -> tuple[Any, ...]:
@@ -568,7 +589,8 @@ def _event_from(stored: Any) -> Event:
 def decode_record(
     serializer: Serializer, identity: ActionIdentity, epoch: int, payload: bytes
 ) -> ActionRecord:
-    _version, body = serializer.loads(payload)
+    version, body = serializer.loads(payload)
+    _check_version(version)
     calls = body["calls"]
     durations = body.get("call_ms") or (None,) * len(calls)
     return ActionRecord(
@@ -598,9 +620,7 @@ def job_summaries(
             entry[2] += int(size or 0)
             if newest is not None:
                 entry[3] = int(newest) if entry[3] is None else max(entry[3], int(newest))
-    marked = {
-        row[0]: JobMarker(row[0], bool(row[1]), int(row[2]), int(row[3])) for row in markers
-    }
+    marked = {row[0]: JobMarker(row[0], bool(row[1]), int(row[2]), int(row[3])) for row in markers}
     return [
         JobSummary(job, *found.get(job, (0, 0, 0, None)), marked.get(job))
         for job in sorted(found.keys() | marked.keys())

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from flink_agents._ids import key_text
 from flink_agents.api import Event
 from flink_agents.memory import MemoryDelta, ObjectMarker
 from flink_agents.runtime.action_log._base import (
@@ -137,9 +138,8 @@ def key_history(log: ActionLog, job: str, key: Any) -> KeyHistory:
         Exception: what the log raises when it cannot be read.
     """
     # Imported here: the journal, which owns the canonical form, imports this package.
-    from flink_agents.runtime._journal import canonical_key
 
-    canonical = canonical_key(key)
+    canonical = key_text(key)
     interrupted = log.key_interrupted(job, canonical)  # first: see ActionLog.key_interrupted
     records = log.key_records(job, canonical)
     done = {record.identity for record in records}

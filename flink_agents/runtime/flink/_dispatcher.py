@@ -5,8 +5,8 @@ Keyed state, per key:
     ``sensory`` / ``short_term``  MapState[str, pickled]: flattened memory, the same
                                   ``FlatMemory`` code as the local runner, over MapState.
     ``control``                   ValueState: ``KeyControl`` (run sequence, the parked run,
-                                  the count of queued inputs), read once per callback and
-                                  stored as the bare sequence between runs, else a tuple.
+                                  the count of queued inputs), read once per callback, in
+                                  the versioned format of ``runtime/_persisted.py``.
     ``pending_inputs``            ListState: inputs queued behind a parked run.
 
 Timers: a processing-time timer wakes a parked run (its poll, or a retry's backoff), and an
@@ -39,6 +39,7 @@ from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
+from flink_agents.runtime._persisted import decode_control, encode_control
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.flink._metrics import FlinkMetricsMirror
 from flink_agents.runtime.flink._script import ScriptCode
@@ -322,20 +323,10 @@ class _FlinkKeyState:
         )
 
     def control(self) -> KeyControl | None:
-        stored = self._control.value()
-        if type(stored) is int:
-            return KeyControl(stored)
-        if type(stored) is tuple:
-            return KeyControl(*stored)
-        return stored  # None, or a KeyControl written by an earlier version
+        return decode_control(self._control.value())
 
     def set_control(self, control: KeyControl) -> None:
-        # Stored as the bare sequence between runs (the common case) or as a tuple: a
-        # pickled int or tuple costs a fraction of a pickled dataclass, once per record.
-        if control.run is None and not control.pending:
-            self._control.update(control.sequence)
-        else:
-            self._control.update((control.sequence, control.run, control.pending))
+        self._control.update(encode_control(control))
 
     def push_pending(self, record: Any) -> None:
         self._pending.add(record)

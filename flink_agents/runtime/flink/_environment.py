@@ -6,7 +6,6 @@ import base64
 import os
 import pickle
 import sys
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from pyflink.datastream import (
 from pyflink.java_gateway import get_gateway
 from pyflink.table import StreamTableEnvironment, Table
 
+from flink_agents._ids import new_job_name
 from flink_agents._shipping import ShippedByName, ShippedFunction
 from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, FlinkAgentsError
 from flink_agents.api.internal import KeySelector
@@ -194,7 +194,7 @@ class FlinkAgentBuilder(AgentBuilder):
             dispatcher = AgentDispatcher(
                 self._plan.to_json(),
                 options,
-                job_id=options.action_log_job or uuid.uuid4().hex,
+                job_id=options.action_log_job or new_job_name(),
                 action_log_url=options.action_log_url(embedded_default=True),
                 script=self._script,
             )

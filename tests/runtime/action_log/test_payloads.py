@@ -7,12 +7,13 @@ import dataclasses
 from typing import Any
 from uuid import UUID
 
+import pytest
 from pydantic import PrivateAttr
 
 from flink_agents.api import Event, OutputEvent
 from flink_agents.api.internal import packed_event, unpacked_event
 from flink_agents.memory import MemoryDelta
-from flink_agents.runtime.action_log import DurableCall, PickleSerializer
+from flink_agents.runtime.action_log import ActionLogError, DurableCall, PickleSerializer
 from flink_agents.runtime.action_log._base import (
     ActionRecord,
     decode_call,
@@ -137,3 +138,14 @@ def test_another_serializer_gets_the_events_themselves() -> None:
     payload = encode_record(serializer, _record(event))
     assert serializer.seen[-1][1]["events"] == (event,)
     assert decode_record(serializer, ident(), 7, payload).events == (event,)
+
+
+def test_a_payload_of_a_later_version_is_refused_by_name() -> None:
+    """A log written by a later release is not misread: its version is read back."""
+    serializer = PickleSerializer()
+    later_call = serializer.dumps((2, (0, "llm", "d0", "r0", None)))
+    with pytest.raises(ActionLogError, match="payload version 2"):
+        decode_call(serializer, later_call)
+    _, body = serializer.loads(UNTIMED_RECORD)
+    with pytest.raises(ActionLogError, match="payload version 2"):
+        decode_record(serializer, ident(), 7, serializer.dumps((2, body)))

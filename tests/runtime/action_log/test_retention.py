@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from flink_agents._ids import key_text
 from flink_agents.memory import MemoryDelta
-from flink_agents.runtime._journal import ActionJournal, canonical_key
+from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime.action_log import (
     ActionLog,
     DurableCall,
@@ -74,7 +75,7 @@ def test_a_pinned_job_outlives_any_number_of_expired_ones(backend: Backend) -> N
         short_job(backend, clock)
     log = backend.open()
     assert log.count("my-agent") == 4
-    assert log.run_index("my-agent") == {canonical_key("k1"): 1}
+    assert log.run_index("my-agent") == {key_text("k1"): 1}
 
 
 def test_a_running_job_is_kept_alive_by_its_heartbeat(backend: Backend) -> None:

@@ -1,0 +1,214 @@
+"""The key's control value as Flink state holds it: by field name, with a version read back.
+
+A key's control value (``KeyControl``: its run sequence, its parked run, the inputs queued
+behind it) outlives the code that wrote it: a job restored from a savepoint may run a later
+release. So what goes into Flink state is plain data (ints, strings, tuples, dicts, and the
+user's own values and events), never an object of a class of ours that would be found by
+its module path, and every record carries its format and version (``docs/upgrading.md``):
+
+``int``
+    An idle key (no parked run, nothing queued): its run sequence alone. It is what most keys
+    hold between records, written once per record, so it stays the cheapest value to pickle.
+``("flink-agents/control", 2, {...})``
+    A key with a parked run or queued inputs: ``sequence``, ``pending`` and ``run`` (None, or
+    the run by field name: ``encode_run``).
+
+Releases up to 0.1.0 stored a busy key as the tuple ``(sequence, RunState, pending)``, the run
+pickled by position through ``flink_agents.runtime._engine._unpickle_run``, and earlier ones
+the ``KeyControl`` dataclass; ``decode_control`` still reads both (their pickles name those
+module paths, which therefore stay importable), and the key is written in this format when
+it next changes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+from uuid import UUID
+
+from flink_agents.api import FlinkAgentsError, InputEvent
+from flink_agents.api.internal import input_event
+from flink_agents.memory import MemoryDelta
+from flink_agents.runtime._driver import KeyControl
+from flink_agents.runtime._engine import PendingAction, RunState
+
+CONTROL_TAG = "flink-agents/control"
+CONTROL_VERSION = 2
+"""Version 1: release 0.1.0's ``(sequence, RunState, pending)`` tuple (read, never written)."""
+
+
+class StateFormatError(FlinkAgentsError):
+    """A value in Flink state is of a format or version this release cannot read (written by
+    a later release, or not by flink_agents)."""
+
+
+def encode_control(control: KeyControl) -> Any:
+    """``control`` as the key's control state holds it."""
+    if control.run is None and not control.pending:
+        return control.sequence
+    run = None if control.run is None else encode_run(control.run)
+    fields = {"sequence": control.sequence, "run": run, "pending": control.pending}
+    return (CONTROL_TAG, CONTROL_VERSION, fields)
+
+
+def decode_control(stored: Any) -> KeyControl | None:
+    """The ``KeyControl`` a control state value holds (None for a key without one).
+
+    Raises:
+        StateFormatError: the value is of a later version or not a control value.
+    """
+    if stored is None:
+        return None
+    if type(stored) is int:
+        return KeyControl(stored)
+    if type(stored) is tuple:
+        if stored[0] == CONTROL_TAG:
+            _version(stored[1], CONTROL_VERSION, "control value")
+            fields = stored[2]
+            run = fields["run"]
+            return KeyControl(
+                fields["sequence"], None if run is None else decode_run(run), fields["pending"]
+            )
+        if len(stored) == 3 and type(stored[0]) is int:  # version 1 (0.1.0 and before)
+            return KeyControl(*stored)
+    if isinstance(stored, KeyControl):  # the dataclass itself (releases before 0.1.0)
+        return stored
+    raise StateFormatError(f"not a control value flink_agents can read: {type(stored)!r}")
+
+
+def encode_run(run: RunState) -> dict[str, Any]:
+    """A parked run by field name. Its queued actions' events are kept as they are (the
+    user's classes are the user's), but for the run's own ``InputEvent``, which is kept as
+    its id (the run holds its input once). ``ready`` is empty whenever a run is parked."""
+    if run.ready:
+        raise StateFormatError("a run with applied fan-out results cannot be kept in state")
+    queue = []
+    for pending in run.queue:
+        event = pending.event
+        if type(event) is InputEvent and event.input is run.input:
+            queue.append((pending.action, None, event.id.int, "id" in event.model_fields_set))
+        else:
+            queue.append((pending.action, event))
+    settled = None
+    if run.settled is not None:
+        settled = {
+            position: {
+                "sensory": _delta(sensory),
+                "short_term": _delta(short_term),
+                "events": tuple(events),
+                "replayed": replayed,
+            }
+            for position, (sensory, short_term, events, replayed) in run.settled.items()
+        }
+    return {
+        "version": RUN_VERSION,
+        "key": run.key,
+        "sequence": run.sequence,
+        "input": run.input,
+        "queue": tuple(queue),
+        "steps": run.steps,
+        "attempts": run.attempts,
+        "retry_at_ms": run.retry_at_ms,
+        "sensory_written": run.sensory_written,
+        "parked": run.parked,
+        "settled": settled,
+    }
+
+
+RUN_VERSION = 1
+"""The version of ``encode_run``'s fields."""
+
+
+def decode_run(fields: dict[str, Any]) -> RunState:
+    """The ``RunState`` ``encode_run`` made ``fields`` of."""
+    _version(fields["version"], RUN_VERSION, "parked run")
+    run_input = fields["input"]
+    queue: deque[PendingAction] = deque()
+    input_events: dict[tuple[int, bool], InputEvent] = {}  # one event, several listeners
+    for entry in fields["queue"]:
+        if len(entry) == 2:
+            queue.append(PendingAction(entry[0], entry[1]))
+            continue
+        action, _, bits, id_set = entry
+        event = input_events.get((bits, id_set))
+        if event is None:
+            event = input_events[bits, id_set] = _input_event(run_input, bits, id_set)
+        queue.append(PendingAction(action, event))
+    settled = fields["settled"]
+    return RunState(
+        key=fields["key"],
+        sequence=fields["sequence"],
+        input=run_input,
+        queue=queue,
+        steps=fields["steps"],
+        attempts=fields["attempts"],
+        retry_at_ms=fields["retry_at_ms"],
+        sensory_written=fields["sensory_written"],
+        parked=fields["parked"],
+        settled=None
+        if settled is None
+        else {
+            position: (
+                MemoryDelta(*member["sensory"]),
+                MemoryDelta(*member["short_term"]),
+                tuple(member["events"]),
+                member["replayed"],
+            )
+            for position, member in settled.items()
+        },
+    )
+
+
+def _input_event(run_input: Any, bits: int, id_set: bool) -> InputEvent:
+    event = input_event(run_input, UUID(int=bits))
+    if not id_set:  # as ``InputEvent(input=...)`` made it: the id was the default
+        event.model_fields_set.discard("id")
+    return event
+
+
+_V010_RUN_FIELDS = (
+    "key",
+    "sequence",
+    "input",
+    "queue",
+    "steps",
+    "attempts",
+    "retry_at_ms",
+    "sensory_written",
+    "parked",
+    "settled",
+    "ready",
+)
+"""``RunState``'s fields in release 0.1.0, the order its pickles hold them in."""
+
+
+def run_of_v010(values: tuple[Any, ...]) -> RunState:
+    """A parked run from release 0.1.0's pickle of it: its field values in ``_V010_RUN_FIELDS``
+    order, each queued action an ``(action, event)`` pair, the run's own ``InputEvent`` as
+    ``(id bits, id was given)``."""
+    fields = dict(zip(_V010_RUN_FIELDS, values, strict=False))
+    run_input = fields["input"]
+    queue: deque[PendingAction] = deque()
+    input_events: dict[tuple[int, bool], InputEvent] = {}
+    for action, event in fields["queue"]:
+        if type(event) is tuple:
+            made = input_events.get(event)
+            if made is None:
+                made = input_events[event] = _input_event(run_input, *event)
+            event = made
+        queue.append(PendingAction(action, event))
+    fields["queue"] = queue
+    return RunState(**fields)
+
+
+def _delta(delta: MemoryDelta) -> tuple[bool, dict[str, Any], tuple[str, ...]]:
+    return (delta.cleared, dict(delta.puts), tuple(delta.removals))
+
+
+def _version(found: Any, known: int, what: str) -> None:
+    if type(found) is not int or found > known:
+        raise StateFormatError(
+            f"a {what} in Flink state has format version {found!r}; this release of "
+            f"flink_agents reads up to {known}: restore it with the release that wrote it "
+            "or a later one"
+        )

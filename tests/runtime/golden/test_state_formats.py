@@ -1,0 +1,105 @@
+"""What flink_agents keeps in Flink state reads back across releases (golden fixtures).
+
+``*-0.1.0-*.pickle`` are what release 0.1.0 (main d2e56d1) wrote, taken with its code
+(``make_legacy``); ``*-0.2.0-*`` what 0.2.0 writes (``make_current``). Never regenerated:
+the current code must read every one, and must still write the current release's.
+"""
+
+from __future__ import annotations
+
+import pickle
+import pickletools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_agents.api import InputEvent
+from flink_agents.memory import ObjectMarker
+from flink_agents.runtime._driver import KeyControl
+from flink_agents.runtime._persisted import (
+    CONTROL_TAG,
+    StateFormatError,
+    decode_control,
+    encode_control,
+)
+from tests.runtime.golden.make_current import stored_values
+from tests.runtime.golden.make_legacy import values
+from tests.runtime.golden.values import INPUT_ID
+
+HERE = Path(__file__).parent
+CURRENT = "0.2.0"
+CONTROLS = ["idle", "parked-at-input", "mid-queue", "fan-out"]
+
+
+def expected(name: str) -> KeyControl:
+    value = values()[f"control-0.1.0-{name}"]
+    return KeyControl(value) if type(value) is int else KeyControl(*value)
+
+
+def load(name: str) -> Any:
+    return pickle.loads((HERE / f"{name}.pickle").read_bytes())
+
+
+@pytest.mark.parametrize("release", ["0.1.0", CURRENT])
+@pytest.mark.parametrize("name", CONTROLS)
+def test_control_values_read_back(release: str, name: str) -> None:
+    control = decode_control(load(f"control-{release}-{name}"))
+    want = expected(name)
+    assert control == want
+    if control.run is not None:
+        # The run's own input event: one object per run, its id as given.
+        inputs = {id(p.event) for p in control.run.queue if type(p.event) is InputEvent}
+        assert len(inputs) <= 1
+        for pending in control.run.queue:
+            if type(pending.event) is InputEvent:
+                assert pending.event.id == INPUT_ID
+                assert pending.event.input is control.run.input
+                assert pending.event.model_fields_set == {"id", "input"}
+
+
+def test_the_oldest_control_value_reads_back() -> None:
+    assert decode_control(load("control-0.1.0-dataclass")) == KeyControl(2, None, 0)
+
+
+@pytest.mark.parametrize("name", CONTROLS)
+def test_the_current_release_writes_its_fixture(name: str) -> None:
+    assert encode_control(expected(name)) == load(f"control-{CURRENT}-{name}")
+
+
+def test_memory_markers_read_back() -> None:
+    for release in ("0.1.0", CURRENT):
+        assert load(f"memory-{release}-marker") == ObjectMarker(("name", "address"))
+
+
+def test_what_is_stored_names_no_private_module_of_ours() -> None:
+    """Pickles of state name our classes by public packages only: moving a private module
+    of ours must not break a checkpoint."""
+    for name, value in stored_values().items():
+        globals_named = _globals(pickle.dumps(value))
+        private = [g for g in globals_named if g.startswith("flink_agents") and "._" in g]
+        assert not private, f"{name} names {private}"
+
+
+def test_a_later_version_is_refused_with_a_clear_error() -> None:
+    stored = load(f"control-{CURRENT}-mid-queue")
+    later = (CONTROL_TAG, 99, stored[2])
+    with pytest.raises(StateFormatError, match="format version 99"):
+        decode_control(later)
+    fields = dict(stored[2])
+    fields["run"] = {**fields["run"], "version": 99}
+    with pytest.raises(StateFormatError, match="parked run"):
+        decode_control((CONTROL_TAG, 2, fields))
+    with pytest.raises(StateFormatError):
+        decode_control("not a control value")
+
+
+def _globals(data: bytes) -> list[str]:
+    """The modules named by ``data``'s global lookups (the strings pushed before them)."""
+    return [
+        arg
+        for op, arg, _ in pickletools.genops(data)
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "GLOBAL")
+        and isinstance(arg, str)
+        and arg.startswith("flink_agents")
+    ]

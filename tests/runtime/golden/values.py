@@ -1,0 +1,30 @@
+"""Events and values named by the golden state fixtures in this directory.
+
+Frozen: the fixtures pickle these classes by this module's path and their field names, as a
+user's job pickles its own. Never rename, move or change them; add new ones beside them.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from flink_agents.api import Event, InputEvent
+
+KEY = "u1"
+RUN_INPUT = {"text": "hello", "n": 3}
+INPUT_ID = UUID("e94ac24f-df2d-54fa-ad1d-55e28ad5c493")
+
+
+class Note(Event):
+    """A user's event, queued in a parked run."""
+
+    text: str
+    weight: float = 1.0
+
+
+NOTE = Note(id=UUID("0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"), text="queued", weight=0.5)
+SENT = Note(id=UUID("1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d"), text="sent by a member")
+
+
+def run_input_event() -> InputEvent:
+    return InputEvent(id=INPUT_ID, input=RUN_INPUT)
