@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from flink_agents.api import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
@@ -64,6 +64,14 @@ _STARTS_FIRST_FULL_S = 1.0
 _PRUNE_EVERY = 64
 """Records between two asks whether the action log is due for pruning (it is at most every
 quarter of its retention period, minutes by default; asking costs a clock read)."""
+
+
+class ParkedRun(NamedTuple):
+    """A run parked on durable work: its state (also in the key's control value) and its
+    live suspension, which is never checkpointed."""
+
+    run: RunState
+    suspension: Suspended
 
 
 @dataclass
@@ -184,7 +192,7 @@ class KeyDriver:
         self.options = engine.options
         self.errors = errors
         self.snapshots = snapshots
-        self.parked: dict[Any, tuple[RunState, Suspended]] = {}
+        self.parked: dict[Any, ParkedRun] = {}
         """Runs waiting on a durable call in this process (never checkpointed)."""
         self._caches: dict[Any, tuple[CachedState, CachedState]] = {}
         """The memory caches of parked runs (flushed; kept for their action's context)."""
@@ -317,7 +325,7 @@ class KeyDriver:
         state.push_pending(record)
         control.pending += 1
         self._queued += 1
-        if parked is not None and parked[1].future.done():
+        if parked is not None and parked.suspension.future.done():
             # The key's durable call is already done: resume its run now rather than at the
             # next poll; this record runs when it ends.
             self._unpark(key)
@@ -368,7 +376,7 @@ class KeyDriver:
         """Whether ``key`` has a parked run whose call is done: false for a key in ``ready``
         whose run its own poll or a record of the key has resumed since."""
         parked = self.parked.get(key)
-        return parked is not None and parked[1].future.done()
+        return parked is not None and parked.suspension.future.done()
 
     def on_call_done(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
         """Resume ``key``'s parked run if its call is done (``call_done``): what its poll
@@ -404,7 +412,7 @@ class KeyDriver:
             else:  # an earlier timer of the key (a poll of its previous run)
                 self._wake_at(key, control.run.retry_at_ms, timers)
             return
-        future = parked[1].future
+        future = parked.suspension.future
         if not future.done():
             if not draining:
                 if self.ready is None:
@@ -426,7 +434,7 @@ class KeyDriver:
         draining: bool = False,
         *,
         record: Any = None,
-        resume: tuple[RunState, Suspended] | None = None,
+        resume: ParkedRun | None = None,
         known: _KeyCache | bool | None = False,
         first: Suspended | ActionExecutionError | None = None,
     ) -> Iterator[Any]:
@@ -663,7 +671,7 @@ class KeyDriver:
         return False
 
     def _park(self, run: RunState, suspension: Suspended, timers: Timers) -> None:
-        self.parked[run.key] = (run, suspension)
+        self.parked[run.key] = ParkedRun(run, suspension)
         future, action = suspension.future, suspension.action
         if getattr(suspension, "storing", False):
             # Timed apart from the action's calls: a store takes a batch's time, not a call's.
@@ -861,7 +869,7 @@ class KeyDriver:
             if polling is None or self._polls.get(polled) is not polling:
                 continue  # a wake-up, or the run resumed (and maybe parked again) since
             entry = parked.get(polled)
-            if entry is None or entry[1].future.done():
+            if entry is None or entry.suspension.future.done():
                 continue  # in ``ready`` (or gone)
             self._schedule_shared(polled, polling, now_ms)
         self._arm_shared(key, timers)
@@ -920,7 +928,7 @@ class KeyDriver:
     def _oldest_in_flight(self) -> int | None:
         """When the oldest parked action of this driver started (its partial calls in the
         action log must outlive any pruning)."""
-        started = [s.oldest_call_ms for _, s in self.parked.values()]
+        started = [parked.suspension.oldest_call_ms for parked in self.parked.values()]
         return min((ms for ms in started if ms is not None), default=None)
 
     def _slow_down_while_queues_grow(self) -> None:

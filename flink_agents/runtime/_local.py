@@ -254,8 +254,9 @@ class LocalRunner:
                 return
             parked = self.driver.parked
             if parked:
-                wait([s.future for _, s in parked.values()], return_when=FIRST_COMPLETED)
-                for key in [k for k, (_, s) in parked.items() if s.future.done()]:
+                futures = [p.suspension.future for p in parked.values()]
+                wait(futures, return_when=FIRST_COMPLETED)
+                for key in [k for k, p in parked.items() if p.suspension.future.done()]:
                     self._call(key, self.driver.on_timer(key, *self._of(key)))
                 continue
             if not self._timers:
@@ -336,7 +337,7 @@ class LocalRunner:
         while self._ready:
             key = self._ready.popleft()
             parked = self.driver.parked.get(key)
-            if parked is not None and parked[1].future.done():
+            if parked is not None and parked.suspension.future.done():
                 self._call(key, self.driver.on_timer(key, *self._of(key)))
 
     def _state(self, key: Any) -> LocalKeyState:
@@ -387,9 +388,9 @@ class LocalRunner:
     def _watch(self, key: Any) -> None:
         """Have ``key``'s durable call, if it parked on one, mark the key ready when done."""
         parked = self.driver.parked.get(key)
-        if parked is None or id(parked[1].future) in self._watched:
+        if parked is None or id(parked.suspension.future) in self._watched:
             return
-        future = parked[1].future
+        future = parked.suspension.future
         self._watched.add(id(future))
 
         def ready(_: Any) -> None:

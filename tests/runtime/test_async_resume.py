@@ -55,7 +55,7 @@ def driver():
 
 def release(driver: KeyDriver, key: str, name: str) -> None:
     release_event(name).set()
-    wait([driver.parked[key][1].future])
+    wait([driver.parked[key].suspension.future])
 
 
 def test_polls_fall_on_the_grid_of_the_poll_interval(driver):
@@ -187,7 +187,7 @@ def test_a_call_frees_its_slot_when_it_ends_not_when_its_outcome_is_stored(drive
     states = {key: LocalKeyState() for key in "kl"}
     try:
         list(d.on_record("k", "a", states["k"], timers))
-        first = d.parked["k"][1].future
+        first = d.parked["k"].suspension.future
         finished = threading.Event()
 
         def second() -> None:
@@ -201,7 +201,7 @@ def test_a_call_frees_its_slot_when_it_ends_not_when_its_outcome_is_stored(drive
         thread.join(10)
         assert not first.done()
         assert not d.call_done("k")
-        assert d._in_flight == {d.parked["l"][1].future}
+        assert d._in_flight == {d.parked["l"].suspension.future}
         stored.set()
         wait([first])
         assert d.call_done("k")

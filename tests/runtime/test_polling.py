@@ -48,7 +48,7 @@ def poll_until_done(driver, key, state, timers, name, *, release_at_ms: int) -> 
         timers.now = due
         if due >= release_at_ms and not RELEASE[name].is_set():
             RELEASE[name].set()
-            wait([driver.parked[key][1].future])
+            wait([driver.parked[key].suspension.future])
         outputs += list(driver.on_timer(key, state, timers))
     return outputs
 
@@ -143,7 +143,7 @@ def test_how_late_calls_end_is_learned_from_the_calls():
         list(driver.on_record("k", "f", state, timers))
         time.sleep(0.02)  # the call takes at least 20 ms: at least 19 past the estimate
         RELEASE["f"].set()
-        wait([driver.parked["k"][1].future])
+        wait([driver.parked["k"].suspension.future])
         until(lambda: "call" in driver._call_times.overshoot_ms)  # its done-callback comes after
         assert driver._call_times.overshoot_ms["call"] >= 19
         # At most one poll interval past the (updated) estimate, at this short a latency.
@@ -167,7 +167,7 @@ def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
         list(driver.on_record("k", "g", state, timers))
         assert timers.wakes == [5, SAFETY_MS] and not driver.ready
         RELEASE["g"].set()
-        wait([driver.parked["k"][1].future])
+        wait([driver.parked["k"].suspension.future])
         until(lambda: driver.ready)  # its done-callback comes after
         [(key, handle, when)] = driver.ready
         assert (key, handle) == ("k", "handle-1") and when <= time.monotonic()
@@ -223,7 +223,7 @@ def test_a_shared_timer_checks_every_run_due_and_arms_the_next_check_once(elsewh
     timers = park_all(elsewhere, "abcd")
     for key in "bd":
         RELEASE[key].set()
-        wait([elsewhere.parked[key][1].future])
+        wait([elsewhere.parked[key].suspension.future])
     until(lambda: len(elsewhere.ready) == 2)
     fired = timers["a"]
     fired.now = fired.wakes.pop(0)  # the shared timer at 5
@@ -254,7 +254,7 @@ def test_a_shared_timer_of_a_resumed_key_is_not_cancelled(elsewhere):
     cancelled: the shared one still serves "b"."""
     timers = park_all(elsewhere, "ab")
     RELEASE["a"].set()
-    wait([elsewhere.parked["a"][1].future])
+    wait([elsewhere.parked["a"].suspension.future])
     until(lambda: elsewhere.ready)
     assert list(elsewhere.on_call_done("a", LocalKeyState(), timers["a"])) == ["A"]
     assert timers["a"].cancelled == [SAFETY_MS] and timers["a"].wakes == [5]
