@@ -40,8 +40,23 @@ from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, rejected, take_key
 from flink_agents.runtime.action_log import open_action_log
 
-ERRORS = "errors"
-SNAPSHOTS = "memory-snapshots"
+
+class _Channel:
+    """A side channel of the local runner's driver, as an ``OutputTag`` is on Flink: the
+    driver emits ``(channel, record)`` on it. An object of its own, so that no output of an
+    agent (a pair starting with the string "errors", say) is ever taken for one."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<channel {self.name}>"
+
+
+ERRORS = _Channel("errors")
+SNAPSHOTS = _Channel("memory-snapshots")
 
 
 @dataclass
@@ -371,9 +386,10 @@ class LocalRunner:
         """Report what the order releases (or ``items``, released already): outputs to
         ``keyed_outputs`` and the outputs to return, errors and snapshots to their lists."""
         for key, item in self._order.release() if items is None else items:
-            if isinstance(item, tuple) and len(item) == 2 and item[0] is ERRORS:
+            channel = item[0] if type(item) is tuple and len(item) == 2 else None
+            if channel is ERRORS:
                 self.errors.append(item[1])
-            elif isinstance(item, tuple) and len(item) == 2 and item[0] is SNAPSHOTS:
+            elif channel is SNAPSHOTS:
                 self.memory_snapshots.append(item[1])
             else:
                 self.keyed_outputs.append((key, item))

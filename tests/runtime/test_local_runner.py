@@ -36,6 +36,18 @@ def run_all(agent, records, key_selector=None):
 # --- environment, inputs and keys ---------------------------------------------------------
 
 
+def test_outputs_that_look_like_the_runners_channels_are_outputs():
+    """An output that is a pair starting with "errors" or "memory-snapshots" is an output,
+    not an error record or a memory snapshot (the runner's channels are objects of its own).
+    """
+    records = [("errors", 1), ("memory-snapshots", 2), ["errors", 3]]
+    builder = LocalExecutionEnvironment(memory_snapshots=True).from_list(records, None)
+    builder = builder.apply(agents.EchoAgent)
+    assert builder.to_list() == records
+    assert builder.error_stream() == []
+    assert len(builder.memory_stream()) == len(records)
+
+
 def test_get_execution_environment_without_args_is_local():
     env = AgentsExecutionEnvironment.get_execution_environment()
     assert isinstance(env, LocalExecutionEnvironment)
