@@ -30,7 +30,8 @@ test: $(VENV)/.installed-test
 PYTHON312 ?= $(shell bash .ci/find-python 3.12)
 VENV312 := .venv-3.12
 QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py \
-	tests/runtime/flink/test_parity.py tests/runtime/flink/test_script_jobs.py tests/recovery
+	tests/runtime/flink/test_parity.py tests/runtime/flink/test_script_jobs.py tests/recovery \
+	tests/runtime/golden tests/test_ids.py
 
 $(VENV312)/bin/python:
 	@test -n "$(PYTHON312)" || { echo "no Python 3.12 interpreter found (set PYTHON312=...)"; exit 1; }
