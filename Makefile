@@ -25,8 +25,9 @@ test: $(VENV)/.installed-test
 	$(BIN)/pytest
 
 # The quick suite on Python 3.12 (the other Python we support), in a venv of its own: the
-# public API, plans, the local runner, parity in both execution modes, one-file jobs, and
-# recovery in MiniCluster (the standalone cluster's kill test runs in `make test` only).
+# public API, plans, the local runner, parity in both execution modes, one-file jobs,
+# recovery in MiniCluster (the standalone cluster's kill test runs in `make test` only), and
+# the golden state and id values.
 PYTHON312 ?= $(shell bash .ci/find-python 3.12)
 VENV312 := .venv-3.12
 QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py \
