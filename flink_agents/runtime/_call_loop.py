@@ -38,6 +38,9 @@ from flink_agents.runtime._metrics import AgentMetrics
 
 logger = logging.getLogger(__name__)
 
+CANCEL_GRACE_S = 1.0
+"""How long ``drain`` gives the calls it cancels to end."""
+
 
 class _Call:
     """One call handed to the loop: its function and arguments, where its outcome goes."""
@@ -122,15 +125,20 @@ class CallLoop:
         return threading.get_ident() == self._thread.ident
 
     def drain(self, timeout: float | None = None) -> None:
-        """Take no more calls, and wait for those in flight to end and be recorded. The loop
-        goes on running (what was made on it, an async client, can still be closed on it)
-        until ``close``."""
+        """Take no more calls, and wait for those in flight to end and be recorded, at most
+        ``timeout`` seconds (None: however long they take). Calls still running then are
+        cancelled and not recorded, as if the process had stopped: a restore makes them
+        again. The loop goes on running (what was made on it, an async client, can still be
+        closed on it) until ``close``."""
         if self._closed:
             return
         self._closed = True
         if self._thread.is_alive():
+            # The loop's own wait is bounded; this one only guards against a loop that a
+            # blocking coroutine holds.
+            bound = None if timeout is None else timeout + 2 * CANCEL_GRACE_S
             try:
-                asyncio.run_coroutine_threadsafe(self._drain(), self._loop).result(timeout)
+                asyncio.run_coroutine_threadsafe(self._drain(timeout), self._loop).result(bound)
             except Exception:  # the loop's own failure: calls in flight were lost with it
                 logger.exception("durable calls still running could not be waited for")
 
@@ -139,7 +147,7 @@ class CallLoop:
         self.drain(timeout)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout)
+            self._thread.join(None if timeout is None else CANCEL_GRACE_S)
         if not self._thread.is_alive() and not self._loop.is_closed():
             self._loop.close()
 
@@ -157,8 +165,26 @@ class CallLoop:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-    async def _drain(self) -> None:
+    async def _drain(self, timeout: float | None) -> None:
         self._take()
+        try:
+            await asyncio.wait_for(self._settled(), timeout)
+        except TimeoutError:
+            abandoned = list(self._tasks)
+            for task in abandoned:
+                task.cancel()
+            if abandoned:
+                # A cancelled call cleans up (closes its connection) before it ends.
+                await asyncio.wait(abandoned, timeout=CANCEL_GRACE_S)
+            logger.warning(
+                "%d durable calls still running after %.1f s were cancelled; their outcomes"
+                " are not recorded",
+                len(abandoned),
+                timeout,
+            )
+
+    async def _settled(self) -> None:
+        """Until every call taken has ended and its outcome is recorded."""
         while self._tasks or self._recording:
             if self._tasks:
                 await asyncio.wait(list(self._tasks))
@@ -176,8 +202,11 @@ class CallLoop:
             call.result = await call.function(*call.args, **call.kwargs)
         except Exception as error:
             call.error = error
-        except BaseException as error:  # cancelled (a loop torn down): the action sees it
+        except BaseException as error:  # not an outcome (``drain`` cancelled it): not recorded
             call.error = error
+            call.ms = (time.perf_counter() - started) * 1000
+            self._settle(call, None)
+            raise
         call.ms = (time.perf_counter() - started) * 1000
         if slot is None:
             self._settle(call, None)

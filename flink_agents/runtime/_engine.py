@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Coroutine, Sequence
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor, wait
+from concurrent.futures import Future, InvalidStateError, wait
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -24,6 +26,7 @@ from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, Inpu
 from flink_agents.api.internal import input_event
 from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
 from flink_agents.plan import BoundAction, BoundPlan
+from flink_agents.runtime._call_threads import CallThreads
 from flink_agents.runtime._context import (
     NO_CHANGE,
     ActionContext,
@@ -44,6 +47,8 @@ from flink_agents.runtime.action_log import (
 
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop
+
+logger = logging.getLogger(__name__)
 
 _ONLY_DURABLE_AWAITS = (
     "an async action may only await ctx.durable_execute_async(...): runners park the run "
@@ -255,7 +260,7 @@ class RunEngine:
         """Whether every completed action is recorded (``action-log-record: all``), not
         only those a restore needs: every action then takes ``step``'s path, which makes
         the deltas a record holds (``run_plain`` and ``run_new`` hand their runs to it)."""
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: CallThreads | None = None
         self._call_loop: CallLoop | None = None
         self._sub_runs: Any = None
         self._actions = {a.name: a for a in plan.actions}
@@ -287,15 +292,15 @@ class RunEngine:
         )
 
     @property
-    def executor(self) -> ThreadPoolExecutor:
+    def executor(self) -> CallThreads:
         return self._get_executor()
 
-    def _get_executor(self) -> ThreadPoolExecutor:
+    def _get_executor(self) -> CallThreads:
         """The executor of durable calls (the parent's for a sub-agent), made on first use."""
         if self._parent is not None:
             return self._parent.executor
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(
+            self._executor = CallThreads(
                 max_workers=self.options.num_async_threads,
                 thread_name_prefix="flink-agents-async",
             )
@@ -339,15 +344,25 @@ class RunEngine:
             executor.submit(release.wait)
         release.set()
 
-    def close(self) -> None:
+    def close(self, wait_s: float | None = None) -> None:
         """Drain the call loop and stop the executor (waiting for running calls, which
         record their results), let compactions finish, close the resources (an MCP server's
         session, an async client on the loop), stop the loop, then write the journal's
         queued records and close its log.
 
+        ``wait_s`` bounds the wait for calls, compactions and stores in all (None: until they
+        end). A call still running then is given up, its outcome not recorded (a restore
+        makes it again): the loop cancels its coroutine; an executor thread runs it to its
+        end and then ends.
+
         Raises:
             ActionLogError: the journal could not write its queued records.
         """
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         if self._sub_runs is not None:
             self._sub_runs.close()
         if self._parent is not None:  # the executor, store and journal are the parent's
@@ -355,12 +370,22 @@ class RunEngine:
             return
         loop, self._call_loop = self._call_loop, None
         if loop is not None:
-            loop.drain()  # its calls end and are recorded first
+            loop.drain(left())  # its calls end and are recorded first
         if self._executor is not None:
-            self._executor.shutdown(wait=True)
+            running = self._executor.stop(left())
             self._executor = None
+            if running:
+                logger.warning(
+                    "%d durable calls still running after %.1f s were given up; their"
+                    " outcomes are not recorded",
+                    running,
+                    wait_s,
+                )
         try:
-            self.long_term.close()
+            if deadline is None:
+                self.long_term.close()
+            else:
+                self.long_term.close(left())
         finally:
             try:
                 # Before the loop stops: an async client made on it closes on it.
@@ -370,7 +395,7 @@ class RunEngine:
             finally:
                 try:
                     if loop is not None:
-                        loop.close()
+                        loop.close(left())
                 finally:
                     if self.journal is not None:
                         self.journal.close()

@@ -40,6 +40,13 @@ class AgentOptions(BaseModel):
     it stops taking input (backpressure). Unset: twice ``num-async-threads``, enough to keep
     every thread busy; more only queues calls in front of the threads and inputs behind
     parked runs, which a bounded input's end then finishes one key at a time."""
+    stop_wait_ms: int = Field(60_000, alias="stop-wait-ms", ge=0)
+    """How long a Flink subtask that stops before its input ends (a stop with a savepoint,
+    a cancel, a failover) waits for the durable calls it has in flight, so that their
+    outcomes are in the action log a restore reads; a call still running then is made
+    again by the restore (docs/consistency.md, "Stopping a job"). Keep it well under
+    Flink's ``task.cancellation.timeout`` (180 s), past which a cancelled task's
+    TaskManager is stopped."""
     long_term_memory_max_storing: int = Field(
         512, alias="long-term-memory-max-storing", ge=1
     )

@@ -282,3 +282,41 @@ def test_a_failed_async_call_raises_inside_the_action_and_is_counted():
     assert snapshot["numOfDurableCalls"] == 1
     assert snapshot["numOfDurableCallsFailed"] == 1
     assert snapshot["function.refuse.numOfDurableCalls"] == 1
+
+
+def test_a_bounded_drain_cancels_the_calls_still_running_and_records_none_of_them():
+    """A subtask stopping before its input ends waits ``stop-wait-ms`` for its calls: one
+    that ends in time is recorded; one still running is cancelled, its outcome not
+    recorded (a restore makes it again, as after a crash), and the loop's thread ends."""
+    log = _CountingLog()
+    journal = ActionJournal(log, "job")
+    loop_threads = _loop_threads()
+    loop = CallLoop()
+    cleaned_up = threading.Event()
+
+    async def answer(seconds: float) -> float:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            cleaned_up.set()
+            raise
+        return seconds
+
+    quick, slow = _recorder(journal, "quick"), _recorder(journal, "slow")
+    futures = []
+    for recorder, seconds in ((quick, 0.05), (slow, 60.0)):
+        slot = recorder.begin(answer, (seconds,), {})
+        futures.append(loop.submit(answer, (seconds,), {}, slot, None, slot.function))
+    loop.close(timeout=0.5)
+    assert futures[0].result(timeout=0) == 0.05
+    with pytest.raises(asyncio.CancelledError):
+        futures[1].result(timeout=0)
+    assert cleaned_up.is_set()
+    assert [c.result for c in log.calls(quick.identity)] == [0.05]
+    assert log.calls(slow.identity) == []
+    assert _loop_threads() == loop_threads  # its own has ended
+    journal.close()
+
+
+def _loop_threads() -> int:
+    return sum(t.name == "flink-agents-calls" for t in threading.enumerate())

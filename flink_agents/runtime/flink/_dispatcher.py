@@ -99,6 +99,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._job_id = job_id
         self._action_log_url = action_log_url
         self._driver: KeyDriver | None = None
+        self._closing: weakref.finalize | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
         options = AgentOptions(**self._options)
@@ -148,6 +149,10 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._keys = _KeySwitch.of(runtime_context)
         if self._keys is not None:
             self._driver.resume_elsewhere(self._keys.current)
+        closing = _Closing(engine, self._mirror, options.stop_wait_ms / 1000)
+        # ``close`` runs it; so does the interpreter when it drops this function unclosed
+        # (see ``_Closing``), or when it exits.
+        self._closing = weakref.finalize(self, closing)
         if self._mirror.thread_mode:
             # What exists now (PyFlink, the plan, its resources: some 170,000 objects) is
             # left out of the collector's full passes until ``close``. With parked runs
@@ -161,20 +166,11 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             # TaskManager) stays frozen with the rest until ``close``.
             gc.collect(1)
             gc.freeze()
-            _YOUNG_GENERATION.raise_threshold(self)
+            _YOUNG_GENERATION.raise_threshold(closing)
 
     def close(self) -> None:
-        if self._driver is not None:
-            try:
-                self._mirror.flush()  # the last counts reach Flink's metrics
-            finally:
-                if self._mirror.thread_mode:
-                    # Frozen objects are never collected: what this operator leaves behind
-                    # (and any other's) must be again, or a TaskManager that runs one job
-                    # after another would keep every operator's cycles.
-                    gc.unfreeze()
-                    _YOUNG_GENERATION.restore_threshold(self)
-                self._driver.engine.close()  # the journal and its log too
+        if self._closing is not None:
+            self._closing()  # once: a later call, or the finalizer, does nothing
 
     def process_element(
         self, keyed: tuple[Any, Any], ctx: KeyedProcessFunction.Context
@@ -251,6 +247,42 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             self._mirror.maybe_flush()
 
 
+class _Closing:
+    """What closing a subtask's dispatcher does, apart from the dispatcher itself: the
+    dispatcher's ``close`` runs it, and so does a finalizer when the dispatcher is dropped
+    without being closed.
+
+    PyFlink calls a Python function's ``close`` only once its input has ended
+    (``endInput``). A subtask that stops before (a stop with a savepoint, which does not
+    drain; a cancel; a failover) is not closed: in thread mode the operator's embedded
+    interpreter drops the function when the task closes (PEMJA clears the operator's
+    globals, the only reference to it), on the task's thread and before the task is
+    reported finished, so the finalizer runs there; in process mode Beam tears the operation
+    down (which calls ``close``), or the worker's exit runs the finalizer. So that this is
+    the only reference the finalizer keeps, nothing here refers to the dispatcher.
+
+    It waits for the durable calls in flight for at most ``wait_s`` (``stop-wait-ms``) so
+    that their outcomes are recorded for a restore, then stops every thread of ours and
+    closes the log."""
+
+    def __init__(self, engine: RunEngine, mirror: FlinkMetricsMirror, wait_s: float) -> None:
+        self._engine = engine
+        self._mirror = mirror
+        self._wait_s = wait_s
+
+    def __call__(self) -> None:
+        try:
+            self._mirror.flush()  # the last counts reach Flink's metrics
+        finally:
+            if self._mirror.thread_mode:
+                # Frozen objects are never collected: what this operator leaves behind
+                # (and any other's) must be again, or a TaskManager that runs one job
+                # after another would keep every operator's cycles.
+                gc.unfreeze()
+                _YOUNG_GENERATION.restore_threshold(self)
+            self._engine.close(self._wait_s)  # the journal and its log too
+
+
 class _YoungGenerationThreshold:
     """While a thread-mode dispatcher is open, the collector's youngest generation is
     collected once ``YOUNG_THRESHOLD`` more container objects live than at its last
@@ -267,8 +299,9 @@ class _YoungGenerationThreshold:
     them. Objects that nothing but a cycle references wait longer to be freed: at most that
     many young ones.
 
-    The open dispatchers are held weakly: one whose job failed is never closed, and must
-    not keep the threshold raised once it is gone."""
+    The open dispatchers are held weakly, each by its ``_Closing`` (which restores the
+    threshold whether ``close`` or the dispatcher's finalizer runs it): one lost without
+    either must not keep the threshold raised once it is gone."""
 
     YOUNG_THRESHOLD = 50_000
 
