@@ -246,12 +246,17 @@ def _missed_items(want: list[str], got: list[str] | None) -> list[str]:
 
 def child_environment() -> dict[str, str]:
     """This environment without what a PyFlink job in this process left behind
-    (``FLINK_*`` / ``PYFLINK_*``; the data directory's variable is ours and stays)."""
+    (``FLINK_*`` / ``PYFLINK_*``, and the address of its loopback worker server, which a
+    child's process-mode workers would otherwise dial long after that server is gone; the
+    data directory's variable is ours and stays)."""
     return {
         name: value
         for name, value in os.environ.items()
         if name.startswith("FLINK_AGENTS_")
-        or not name.startswith(("FLINK_", "PYFLINK_", "_PYFLINK"))
+        or not (
+            name.startswith(("FLINK_", "PYFLINK_", "_PYFLINK"))
+            or name == "PYTHON_LOOPBACK_SERVER_ADDRESS"
+        )
     }
 
 
