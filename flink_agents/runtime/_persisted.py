@@ -23,6 +23,7 @@ it next changes.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
@@ -123,17 +124,10 @@ def decode_run(fields: dict[str, Any]) -> RunState:
     """The ``RunState`` ``encode_run`` made ``fields`` of."""
     _version(fields["version"], RUN_VERSION, "parked run")
     run_input = fields["input"]
-    queue: deque[PendingAction] = deque()
-    input_events: dict[tuple[int, bool], InputEvent] = {}  # one event, several listeners
-    for entry in fields["queue"]:
-        if len(entry) == 2:
-            queue.append(PendingAction(entry[0], entry[1]))
-            continue
-        action, _, bits, id_set = entry
-        event = input_events.get((bits, id_set))
-        if event is None:
-            event = input_events[bits, id_set] = _input_event(run_input, bits, id_set)
-        queue.append(PendingAction(action, event))
+    # An entry is (action, event), or (action, None, id bits, id was given) for the run's own
+    # input event: as 0.1.0 held it, (action, (id bits, id was given)).
+    pairs = (e if len(e) == 2 else (e[0], (e[2], e[3])) for e in fields["queue"])
+    queue = _queue(pairs, run_input)
     settled = fields["settled"]
     return RunState(
         key=fields["key"],
@@ -187,18 +181,24 @@ def run_of_v010(values: tuple[Any, ...]) -> RunState:
     order, each queued action an ``(action, event)`` pair, the run's own ``InputEvent`` as
     ``(id bits, id was given)``."""
     fields = dict(zip(_V010_RUN_FIELDS, values, strict=False))
-    run_input = fields["input"]
+    fields["queue"] = _queue(fields["queue"], fields["input"])
+    return RunState(**fields)
+
+
+def _queue(pairs: Iterable[tuple[str, Any]], run_input: Any) -> deque[PendingAction]:
+    """A run's queue from ``(action, event)`` pairs whose event is the event itself, or the
+    run's own ``InputEvent`` as ``(id bits, id was given)``: made once for all its
+    listeners, holding the run's input."""
     queue: deque[PendingAction] = deque()
     input_events: dict[tuple[int, bool], InputEvent] = {}
-    for action, event in fields["queue"]:
+    for action, event in pairs:
         if type(event) is tuple:
             made = input_events.get(event)
             if made is None:
                 made = input_events[event] = _input_event(run_input, *event)
             event = made
         queue.append(PendingAction(action, event))
-    fields["queue"] = queue
-    return RunState(**fields)
+    return queue
 
 
 def _delta(delta: MemoryDelta) -> tuple[bool, dict[str, Any], tuple[str, ...]]:
