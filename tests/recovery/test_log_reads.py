@@ -17,13 +17,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents.plan import to_plan
 from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
 from flink_agents.testing.postgres import PostgresServer
 from flink_agents.testing.recovery import LedgerAgent, check_recovery, make_records, read_ledger
+from tests.recovery.checkpoints import bounded_checkpoints, execute
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
@@ -79,7 +79,7 @@ def run_job(
     ledger = tmp_path / "ledger.jsonl"
     config = {"ledger": str(ledger), "delay_s": 0.02, "fail_after_calls": fail_after_calls}
     plan = to_plan(LedgerAgent).model_copy(update={"config": config})
-    flink = Configuration()
+    flink = bounded_checkpoints()
     flink.set_string("restart-strategy.type", "fixed-delay")
     flink.set_string("restart-strategy.fixed-delay.attempts", str(len(fail_after_calls) + 1))
     flink.set_string("restart-strategy.fixed-delay.delay", "100 ms")
@@ -89,7 +89,7 @@ def run_job(
     out = tmp_path / "out"
     paths = JobPaths(data, out / "outputs", out / "errors", None)
     build_agent_job(env, plan, paths, "user", checkpoint_interval_ms=500, action_log=action_log)
-    env.execute("log-reads")
+    execute(env, "log-reads")
     for threshold in fail_after_calls:  # the failures did happen
         assert (tmp_path / f"failed-after-{threshold}").exists()
     return read_json_files(out / "outputs"), read_ledger(ledger)

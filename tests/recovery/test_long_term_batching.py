@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents._ids import key_text
@@ -44,6 +43,7 @@ from flink_agents.integrations.vector_stores import open_vector_store, point_id
 from flink_agents.memory.long_term import VectorKnowledge, VectorLongTermMemory
 from flink_agents.plan import to_plan
 from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
+from tests.recovery.checkpoints import bounded_checkpoints, execute
 from tests.recovery.long_term_agents import (
     NotesAgent,
     TracedEmbedding,
@@ -88,7 +88,7 @@ def run_job(tmp_path: Path, mode: str, action_log: str | None) -> list[dict[str,
     plan = plan.model_copy(
         update={"resources": tuple(r.model_copy(update={"args": embedder}) for r in plan.resources)}
     )
-    config = Configuration()
+    config = bounded_checkpoints()
     config.set_string("restart-strategy.type", "fixed-delay")
     config.set_string("restart-strategy.fixed-delay.attempts", str(len(FAIL_AT_BATCHES) + 1))
     config.set_string("restart-strategy.fixed-delay.delay", "100 ms")
@@ -115,7 +115,7 @@ def run_job(tmp_path: Path, mode: str, action_log: str | None) -> list[dict[str,
         checkpoint_interval_ms=500,
         **options,
     )
-    env.execute("long-term-batching")
+    execute(env, "long-term-batching")
     assert read_json_files(out / "errors") == []
     return read_json_files(out / "outputs")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents.plan import to_plan
@@ -27,6 +26,7 @@ from flink_agents.testing.recovery import (
     make_records,
     read_ledger,
 )
+from tests.recovery.checkpoints import bounded_checkpoints, execute
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
@@ -52,7 +52,7 @@ def run_failing_job(
             "config": {"ledger": str(ledger), "delay_s": 0.05, "fail_after_calls": FAIL_AFTER_CALLS}
         }
     )
-    config = Configuration()
+    config = bounded_checkpoints()
     config.set_string("restart-strategy.type", "fixed-delay")
     config.set_string("restart-strategy.fixed-delay.attempts", str(len(FAIL_AFTER_CALLS) + 1))
     config.set_string("restart-strategy.fixed-delay.delay", "100 ms")
@@ -75,7 +75,7 @@ def run_failing_job(
         memory_snapshots=True,
         action_log=action_log,
     )
-    env.execute("recovery")
+    execute(env, "recovery")
     for threshold in FAIL_AFTER_CALLS:  # the failures did happen
         assert (tmp_path / f"failed-after-{threshold}").exists()
     return read_json_files(out / "outputs"), read_json_files(out / "memory"), read_ledger(ledger)

@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 
 import pytest
-from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan import to_plan
 from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
+from tests.recovery.checkpoints import bounded_checkpoints, execute
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
@@ -144,7 +144,7 @@ def run_job(tmp_path: Path, mode: str) -> tuple[list[dict], Path]:
     lines += [{"user": "tick", "n": n, "pad": "x" * PAD} for n in range(1, TICKS + 1)]
     data.write_text("".join(json.dumps(line) + "\n" for line in lines))
     plan = to_plan(ParkingAgent).model_copy(update={"config": {"work": str(work)}})
-    config = Configuration()
+    config = bounded_checkpoints()
     config.set_string("python.execution-mode", mode)
     config.set_string("execution.checkpointing.dir", f"file://{work}/checkpoints")
     config.set_string("restart-strategy.type", "fixed-delay")
@@ -163,7 +163,7 @@ def run_job(tmp_path: Path, mode: str) -> tuple[list[dict], Path]:
         checkpoint_interval_ms=200,
         action_log=f"sqlite://{tmp_path}/log.db",
     )
-    env.execute("parked-restore")
+    execute(env, "parked-restore")
     assert (work / "failed").exists(), "the job never failed: the ticks ran out first"
     return read_json_files(out / "outputs"), work
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents.plan import to_plan
 from flink_agents.runtime.action_log import key_history, open_action_log
 from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
 from flink_agents.testing.recovery import check_recovery, expected_memory, read_ledger
+from tests.recovery.checkpoints import bounded_checkpoints, execute
 from tests.recovery.test_minicluster_failure import (
     FAIL_AFTER_CALLS,
     RECORDS,
@@ -48,7 +48,7 @@ def test_a_restored_job_with_all_replays_every_action_and_pays_no_recorded_call_
             "config": {"ledger": str(ledger), "delay_s": 0.05, "fail_after_calls": FAIL_AFTER_CALLS}
         }
     )
-    config = Configuration()
+    config = bounded_checkpoints()
     config.set_string("restart-strategy.type", "fixed-delay")
     config.set_string("restart-strategy.fixed-delay.attempts", str(len(FAIL_AFTER_CALLS) + 1))
     config.set_string("restart-strategy.fixed-delay.delay", "100 ms")
@@ -68,7 +68,7 @@ def test_a_restored_job_with_all_replays_every_action_and_pays_no_recorded_call_
         action_log_job=JOB,
         action_log_record="all",
     )
-    env.execute("record-all-recovery")
+    execute(env, "record-all-recovery")
     for threshold in FAIL_AFTER_CALLS:  # the failures did happen
         assert (tmp_path / f"failed-after-{threshold}").exists()
 

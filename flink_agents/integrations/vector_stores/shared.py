@@ -17,22 +17,34 @@ Why this is safe: only the process holding the directory's lock ever opens the e
 and it gives the lock up only after it stopped serving. What it does not do: processes on
 other machines (or in other network namespaces, such as containers) cannot reach a host; a
 job spread over several machines needs a Qdrant server (``client``).
+
+No client waits forever for a host that does not serve. A host serves each connection on a
+thread of its own, and a process whose interpreter is shutting down cannot start threads
+(Python 3.12 refuses them from the moment its main thread ends, while it still joins the
+others: a PyFlink worker cancelled on a failover gets there without closing its store, with
+its embedding threads still writing). Such a host hangs up a connection it cannot serve and
+stops listening; a process that cannot start its server does not take the directory (nor
+leave its address bound); and connecting and the handshake are bounded
+(``HANDSHAKE_TIMEOUT_S``), so that whatever holds the address without answering (any stuck
+process) ends in ``StoreLockedError`` rather than in a wait that stalls the job. A call's
+answer is awaited as long as the call takes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import pickle
 import socket
+import struct
 import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import (
-    Client,
     Connection,
     Listener,
     answer_challenge,
@@ -73,6 +85,9 @@ _CALLS = frozenset(
     }
 )
 _RETRY_PAUSE = 0.05
+HANDSHAKE_TIMEOUT_S = 10.0
+"""How long connecting to a host and authenticating may take: a serving host answers at once,
+from a thread it starts per connection. Past it the address counts as having no host."""
 
 _SHARED: dict[Path, SharedVectorStore] = {}
 _SHARED_LOCK = threading.Lock()
@@ -256,14 +271,17 @@ class SharedVectorStore(VectorStore):
         with self._idle_lock:
             if self._idle:
                 return self._idle.pop()
-        return Client(self._address, family="AF_UNIX", authkey=self._authkey)
+        return _connect(self._address, self._authkey)
 
     def _settle(self, deadline: float) -> None:
         """Find a host: reach the one serving, else take the directory; wait for another
         process to do either until ``deadline``.
 
         Raises:
-            StoreLockedError: a process holds the directory but does not answer.
+            StoreLockedError: a process holds the directory, or its address, but does not
+                answer.
+            VectorStoreError: this process cannot serve the directory to others (it cannot
+                start threads: its interpreter is shutting down).
         """
         with self._role_lock:
             while True:
@@ -281,21 +299,36 @@ class SharedVectorStore(VectorStore):
                 try:
                     local = EdgeVectorStore.shared(self.path, **self._options)
                 except StoreLockedError as error:
-                    if time.monotonic() >= deadline:
-                        raise StoreLockedError(
-                            f"vector store {self.path} is held by another process that does "
-                            f"not serve it ({error}); is it an older version of flink-agents, "
-                            "or in another network namespace (a container)?"
-                        ) from None
-                    time.sleep(_RETRY_PAUSE)
+                    self._wait_for_host(deadline, error)
                     continue
                 try:
                     self._server = _Server(local, self._address, self._authkey)
+                except _AddressTaken as error:  # held by a process that did not answer
+                    local.close()
+                    self._wait_for_host(deadline, error)
+                    continue
+                except RuntimeError as error:  # no thread can be started here
+                    local.close()  # the directory goes back: this process cannot serve it
+                    raise VectorStoreError(
+                        f"vector store {self.path}: this process cannot serve it to others "
+                        f"({error})"
+                    ) from error
                 except BaseException:
                     local.close()
                     raise
                 self._local = local
                 return
+
+    def _wait_for_host(self, deadline: float, error: OSError | StoreLockedError) -> None:
+        """Pause before looking for a host again, unless ``deadline`` has passed: then raise
+        ``StoreLockedError`` (``error`` says what holds the directory or its address)."""
+        if time.monotonic() >= deadline:
+            raise StoreLockedError(
+                f"vector store {self.path} is held by another process that does not serve "
+                f"it ({error}); is it an older version of flink-agents, or in another network "
+                "namespace (a container)?"
+            ) from None
+        time.sleep(_RETRY_PAUSE)
 
     def _drop_idle(self) -> None:
         with self._idle_lock:
@@ -304,16 +337,31 @@ class SharedVectorStore(VectorStore):
             connection.close()
 
 
+class _AddressTaken(OSError):
+    """Another process listens on the store's address (without holding its directory)."""
+
+
 class _Server:
     """Serves a store's calls to other processes: a thread per connection, which first
     authenticates its client (so a client that never completes the handshake holds up
-    nobody else)."""
+    nobody else).
+
+    Raises:
+        _AddressTaken: another process listens on ``address``.
+        RuntimeError: no thread can be started (the interpreter is shutting down); nothing
+            listens on ``address`` then.
+    """
 
     def __init__(self, store: EdgeVectorStore, address: str, authkey: bytes) -> None:
         self._store = store
         self._address = address
         self._authkey = authkey
-        self._listener = Listener(address, family="AF_UNIX")
+        try:
+            self._listener = Listener(address, family="AF_UNIX")
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise _AddressTaken(error.errno, f"its address is taken: {error}") from error
+            raise
         self._connections: set[Connection] = set()
         self._busy = 0
         self._state = threading.Condition()
@@ -321,7 +369,11 @@ class _Server:
         self._accepting = threading.Thread(
             target=self._accept, name="flink-agents-store-host", daemon=True
         )
-        self._accepting.start()
+        try:
+            self._accepting.start()
+        except BaseException:
+            self._listener.close()  # bound with nobody to accept: clients would wait on it
+            raise
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop accepting, let calls in progress finish (up to ``timeout``), then drop
@@ -353,9 +405,23 @@ class _Server:
                     connection.close()
                     return
                 self._connections.add(connection)
-            threading.Thread(
-                target=self._serve, args=(connection,), name="flink-agents-store-call", daemon=True
-            ).start()
+            try:
+                threading.Thread(
+                    target=self._serve,
+                    args=(connection,),
+                    name="flink-agents-store-call",
+                    daemon=True,
+                ).start()
+            except RuntimeError:
+                # No thread can be started (the interpreter is shutting down): this host
+                # serves no new connection. It hangs this one up and stops listening, so a
+                # client finds no host rather than one that never answers; connections
+                # already served go on until the process ends.
+                with self._state:
+                    self._connections.discard(connection)
+                connection.close()
+                self._listener.close()
+                return
 
     def _serve(self, connection: Connection) -> None:
         try:
@@ -394,6 +460,40 @@ class _Server:
         if method not in _CALLS:
             raise VectorStoreError(f"not a vector store call: {method!r}")
         return getattr(self._store, method)(*args, **kwargs)
+
+
+def _connect(address: str, authkey: bytes) -> Connection:
+    """A connection to the host listening on ``address``, authenticated both ways.
+
+    Connecting and the handshake wait at most ``HANDSHAKE_TIMEOUT_S`` each step; calls on the
+    connection then wait for their answers as long as they take.
+
+    Raises:
+        OSError: nothing listens on ``address``, or what does has not answered in time
+            (``BlockingIOError``); EOFError: it hung up.
+    """
+    with socket.socket(socket.AF_UNIX) as raw:
+        _bound_waits(raw.fileno(), HANDSHAKE_TIMEOUT_S)  # connect() waits on a full backlog
+        raw.connect(address)
+        connection = Connection(raw.detach())
+    try:
+        answer_challenge(connection, authkey)
+        deliver_challenge(connection, authkey)
+        _bound_waits(connection.fileno(), 0.0)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _bound_waits(descriptor: int, seconds: float) -> None:
+    """Bound each blocking send and receive on socket ``descriptor`` (and a Unix socket's
+    connect) to ``seconds``, past which it fails with ``BlockingIOError``; 0: no bound."""
+    whole = int(seconds)
+    value = struct.pack("@ll", whole, int((seconds - whole) * 1_000_000))  # struct timeval
+    with socket.socket(fileno=os.dup(descriptor)) as view:
+        view.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+        view.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
 
 
 def _hang_up(connection: Connection) -> None:

@@ -11,17 +11,13 @@ import hmac
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import (
-    CHALLENGE,
-    WELCOME,
-    Client,
-    Connection,
-    answer_challenge,
-)
+from multiprocessing.connection import Client, Connection, answer_challenge
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +27,7 @@ from flink_agents.integrations.vector_stores import (
     CollectionMismatchError,
     CollectionNotFoundError,
     Point,
+    StoreLockedError,
     VectorStoreError,
     open_vector_store,
 )
@@ -40,10 +37,12 @@ from flink_agents.integrations.vector_stores.shared import (
     SharedVectorStore,
     open_shared_store,
 )
-from tests.integrations.vector_stores.conftest import DIM, MODEL, PEER_TIMEOUT, Peer
+from tests.integrations.vector_stores.conftest import DIM, MODEL, PEER_TIMEOUT, REPO, Peer
 from tests.integrations.vector_stores.test_conformance import item, ns
 
 ADD_MEM = f"store.ensure_collection('mem', {DIM}, {MODEL!r})"
+CHALLENGE, WELCOME = b"#CHALLENGE#", b"#WELCOME#"
+"""Messages of multiprocessing's handshake (private names from Python 3.12 on)."""
 STEP_TIMEOUT = 10.0
 """Seconds the handshake and closing tests give a step that takes well under one (short: a
 host that hangs fails them rather than the whole run)."""
@@ -466,3 +465,137 @@ def test_a_client_connecting_as_the_host_closes_does_not_hang_it(
             connection.close()
             if host.process.poll() is None:
                 host.kill()  # hung in close(): nothing else ends it
+
+
+# -- hosts that cannot serve, and addresses nobody answers ---------------------------------------
+
+# A client whose host dies while its interpreter shuts down (its main thread has ended; its
+# writer threads, which Python joins before exiting, still call the store). Python 3.12
+# refuses to start threads from then on; on earlier versions the same refusal is emulated, so
+# the case runs everywhere. It was a PyFlink worker cancelled on a failover, whose embedding
+# threads went on writing: its takeover could not start the host's thread, left the address
+# bound, and its other writer connected to that address and waited for an answer forever, so
+# the process never exited and every later opener of the directory waited on it too.
+_SHUTTING_DOWN_CLIENT = """
+import sys, threading, time
+from flink_agents.integrations.vector_stores.shared import open_shared_store
+from tests.integrations.vector_stores.test_conformance import item
+if sys.version_info < (3, 12):  # as 3.12 does from the moment the main thread ends
+    start = threading.Thread.start
+    def refusing(self):
+        if threading._SHUTTING_DOWN:
+            raise RuntimeError("can't create new thread at interpreter shutdown")
+        start(self)
+    threading.Thread.start = refusing
+store = open_shared_store(sys.argv[1])
+def write(first):
+    try:
+        for n in range(first, first + 100_000):
+            store.upsert("mem", [item(n % 1000)])
+            time.sleep(0.002)
+    except Exception as error:
+        print(type(error).__name__, error, flush=True)
+def announce():
+    while threading.main_thread().is_alive():
+        time.sleep(0.001)
+    print("shutting down", flush=True)  # the interpreter joins the threads left
+for first in (0, 500):
+    threading.Thread(target=write, args=(first,)).start()  # not daemons: joined at exit
+threading.Thread(target=announce).start()
+print("hosting" if store.hosting else "client", flush=True)
+"""
+
+
+def test_a_client_shutting_down_when_its_host_dies_exits_and_frees_the_address(
+    tmp_path: Path, peers: Callable[..., Peer], opened: Any
+) -> None:
+    """The client cannot serve the directory any more: its calls fail at once, it releases
+    the directory and its address, it exits, and a later opener hosts."""
+    host = peers()
+    host(ADD_MEM)
+    with (tmp_path.parent / f"{tmp_path.name}-client.err").open("w+") as errors:
+        client = subprocess.Popen(
+            [sys.executable, "-c", _SHUTTING_DOWN_CLIENT, str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=REPO,
+            text=True,
+        )
+        try:
+            assert client.stdout is not None
+            assert client.stdout.readline() == "client\n"
+            assert client.stdout.readline() == "shutting down\n"
+            host.kill()
+            assert client.wait(STEP_TIMEOUT) == 0
+            output = client.stdout.read()
+        finally:
+            if client.poll() is None:
+                client.kill()  # hung: nothing else ends it
+                client.wait()
+            errors.seek(0)
+            stderr = errors.read()
+    assert output.count("cannot serve it to others") == 2, output + stderr
+    store = opened(timeout=STEP_TIMEOUT)
+    assert store.hosting
+    assert store.count("mem") > 0
+
+
+def test_an_address_nobody_answers_on_is_not_waited_for(
+    tmp_path: Path, peers: Callable[..., Peer], opened: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process listens on the store's address and never accepts (the directory free): an
+    opener gives up on it within its timeout, naming it, instead of waiting; once that
+    process is gone the opener hosts."""
+    squatter = f"""
+import socket, time
+from pathlib import Path
+from flink_agents.integrations.vector_stores.shared import SharedVectorStore
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(SharedVectorStore(Path({str(tmp_path)!r}), 60.0, {{}})._address)
+listener.listen(1)
+print('["ready", false]', flush=True)
+time.sleep(3600)
+"""
+    monkeypatch.setattr("flink_agents.integrations.vector_stores.shared.HANDSHAKE_TIMEOUT_S", 0.2)
+    peer = peers(squatter)
+    try:
+        opening = Background(lambda: opened(timeout=1.0))
+        with pytest.raises(StoreLockedError, match="address is taken"):
+            opening.result(time.monotonic() + STEP_TIMEOUT)
+    finally:
+        peer.kill()
+    assert opened(timeout=STEP_TIMEOUT).hosting
+
+
+def test_a_host_that_cannot_start_a_thread_hangs_up_and_stops_listening(
+    opened: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host that cannot start the thread a new connection needs (its interpreter shuts
+    down) hangs that connection up and stops listening, so clients find no host rather
+    than one that never answers; its own calls go on."""
+    store = opened()
+    store.ensure_collection("mem", DIM, MODEL)
+    start = threading.Thread.start
+
+    def refusing(thread: threading.Thread) -> None:
+        if thread.name == "flink-agents-store-call":
+            raise RuntimeError("can't create new thread at interpreter shutdown")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", refusing)
+    with socket.socket(socket.AF_UNIX) as raw:
+        raw.settimeout(STEP_TIMEOUT)
+        raw.connect(store._address)
+        assert raw.recv(1024) == b""  # hung up, not left waiting
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while True:
+        with socket.socket(socket.AF_UNIX) as late:
+            late.settimeout(STEP_TIMEOUT)
+            try:
+                late.connect(store._address)
+            except ConnectionRefusedError:
+                break
+        assert time.monotonic() < deadline, "the host still listens"
+        time.sleep(0.01)
+    store.upsert("mem", [item(1)])
+    assert store.count("mem") == 1
