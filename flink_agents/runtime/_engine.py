@@ -8,37 +8,48 @@ calls ``start``, then ``step`` until ``finished``, then ``end``. Everything it k
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import itertools
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Coroutine, Sequence
-from concurrent.futures import Future, InvalidStateError, wait
-from dataclasses import dataclass, field
+from concurrent.futures import wait
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from flink_agents._ids import input_event_id, key_text, new_job_name
 from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, InputEvent
 from flink_agents.api.internal import input_event
-from flink_agents.memory import CachedState, MemoryDelta, StateMap, apply_rebased, rebase_points
+from flink_agents.memory import MemoryDelta, StateMap, apply_rebased
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._call_threads import CallThreads
-from flink_agents.runtime._context import (
-    NO_CHANGE,
-    ActionContext,
-    ActionServices,
-    DirectActionContext,
-)
+from flink_agents.runtime._context import NO_CHANGE, ActionContext, ActionServices
 from flink_agents.runtime._event_log import EventLog
+from flink_agents.runtime._fan_out import (
+    FanOutGroups,
+    GroupSuspension,
+    StepOutcome,
+    Suspended,
+)
 from flink_agents.runtime._journal import ActionJournal, CallRecorder
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
+from flink_agents.runtime._plain import PlainLane
 from flink_agents.runtime._resources import ResourceCache
+
+# The run's state types live in ``_run_state``; they are named here too, where earlier
+# releases defined them (the runners and tests import them from here).
+from flink_agents.runtime._run_state import (
+    MemberResult,
+    PendingAction,
+    RunState,
+    StepResult,
+    SubRunState,
+    Suspension,
+    landed,
+    until_call,
+)
 from flink_agents.runtime.action_log import (
     ActionLogError,
     ActionRecord,
@@ -48,53 +59,20 @@ from flink_agents.runtime.action_log import (
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop
 
+__all__ = [
+    "GroupSuspension",
+    "MemberResult",
+    "PendingAction",
+    "RunEngine",
+    "RunState",
+    "StepOutcome",
+    "StepResult",
+    "SubRunState",
+    "Suspended",
+    "Suspension",
+]
+
 logger = logging.getLogger(__name__)
-
-_ONLY_DURABLE_AWAITS = (
-    "an async action may only await ctx.durable_execute_async(...): runners park the run "
-    "between awaits and have no asyncio event loop"
-)
-
-
-@dataclass
-class PendingAction:
-    """An action to run for an event, queued in the order events were sent."""
-
-    action: str
-    event: Event
-
-
-# What stopped ``RunEngine._plain_actions`` (see there).
-_FOR_STEP, _FAILED, _UNUSUAL = object(), object(), object()
-
-
-@dataclass
-class RunState:
-    """Where a run is: its identity and the actions still to run."""
-
-    key: Any
-    sequence: int
-    input: Any
-    queue: deque[PendingAction] = field(default_factory=deque)
-    steps: int = 0
-    attempts: int = 0
-    """Failed attempts of the action at the head of the queue (for the retry policy)."""
-    retry_at_ms: int = 0
-    """Processing time before which a failed head action is not retried."""
-    sensory_written: bool = False
-    """Whether an action of this run changed sensory memory (else there is nothing to clear)."""
-    parked: bool = False
-    """Whether the run was ever kept in state (so the runner has state to clean up)."""
-    settled: dict[int, tuple[MemoryDelta, MemoryDelta, Sequence[Event], bool]] | None = None
-    """The members of a failed fan-out group at the head of the queue that completed, by
-    position: a retry runs only the others again (they still commit in plan order)."""
-    ready: list[StepResult] = field(default_factory=list)
-    """Results of a fan-out group's later members, already applied, that ``step``
-    returns one at a time (empty whenever the run is parked or checkpointed)."""
-
-    @property
-    def finished(self) -> bool:
-        return not self.queue and not self.ready
 
 
 def _unpickle_run(*values: Any) -> RunState:
@@ -105,105 +83,10 @@ def _unpickle_run(*values: Any) -> RunState:
     return run_of_v010(values)
 
 
-@dataclass
-class SubRunState(RunState):
-    """A sub-run: another agent's run inside an action (``ctx.run_agent``). Its actions are
-    recorded under the calling action's run and step (see ``runtime/_sub_run.py``)."""
-
-    parent: Any = None
-    """The calling action's context (sub-runs live in its coroutine, never in state)."""
-    parent_step: int = 0
-    namespace: str = ""
-    """The prefix of its actions' names in the action log."""
-
-
-class StepResult(NamedTuple):
-    """What one completed action did: the unit the action log records. (A named tuple:
-    one is made per step, on the hot path.)"""
-
-    action: str
-    step: int
-    sensory: MemoryDelta
-    short_term: MemoryDelta
-    events: tuple[Event, ...]
-    outputs: tuple[Any, ...]
-    replayed: bool = False
-    """Whether the action was skipped and its effects re-applied from the action log."""
-
-
-@dataclass
-class Suspension:
-    """An ``async def`` action waiting on durable work submitted to the executor.
-
-    The runner resumes it with ``RunEngine.resume`` once ``future`` is done, on the thread
-    that owns the memory maps. It holds a live coroutine, so it is never checkpointed: after
-    a restore the action runs again from its start.
-    """
-
-    action: str
-    context: ActionContext
-    coroutine: Coroutine[Any, Any, Any]
-    future: Future[Any]
-    storing: bool = False
-    """The action's function has returned; it waits for its long-term items to be stored
-    (``_complete``), not for a durable call."""
-
-    @property
-    def oldest_call_ms(self) -> int | None:
-        """When the action's recorder started (its recorded calls must outlive pruning)."""
-        recorder = self.context.recorder
-        return None if recorder is None else recorder.started_ms
-
-
-class _Member:
-    """One action of a fan-out group: running, awaiting a call, or settled (with its
-    result or its failure)."""
-
-    __slots__ = ("action", "context", "coroutine", "failure", "future", "result")
-
-    def __init__(self, action: BoundAction) -> None:
-        self.action = action
-        self.context: ActionContext | None = None
-        self.coroutine: Coroutine[Any, Any, Any] | None = None
-        self.future: Future[Any] | None = None
-        """The durable call it awaits (None once settled)."""
-        self.result: tuple[MemoryDelta, MemoryDelta, Sequence[Event], bool] | None = None
-        """Sensory and short-term deltas, sent events, and whether they were replayed."""
-        self.failure: ActionExecutionError | None = None
-
-
-@dataclass
-class GroupSuspension:
-    """A fan-out group (async actions listening to one event, run side by side) with at
-    least one member awaiting a durable call. ``future`` is done once any awaited call is
-    done; the runner then resumes it with ``RunEngine.resume``, like a ``Suspension``."""
-
-    members: list[_Member]
-    maps: tuple[StateMap, StateMap]
-    future: Future[None]
-
-    @property
-    def action(self) -> str:
-        """The group's name (its members', in plan order): runners key their estimates
-        of how long a suspension lasts by it."""
-        return "+".join(member.action.name for member in self.members)
-
-    @property
-    def oldest_call_ms(self) -> int | None:
-        started = [
-            m.context.recorder.started_ms
-            for m in self.members
-            if m.context is not None and m.context.recorder is not None
-        ]
-        return min(started, default=None)
-
-
-Suspended = Suspension | GroupSuspension
-StepOutcome = StepResult | Suspended
-
-
-class RunEngine:
-    """Runs the actions of a bound plan.
+class RunEngine(PlainLane, FanOutGroups):
+    """Runs the actions of a bound plan: the reference path (``start``, ``step``, ``resume``,
+    ``end``), with its fast lane for plain actions (``PlainLane``) and its fan-out groups
+    (``FanOutGroups``) in modules of their own.
 
     Args:
         plan: the bound plan.
@@ -508,213 +391,6 @@ class RunEngine:
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
 
-    def run_new(
-        self, key: Any, sequence: int, record: Any, sensory: StateMap, short_term: StateMap
-    ) -> tuple[int, list[Any], RunState | None, Suspended | ActionExecutionError | None]:
-        """``start`` a run for ``record`` and ``run_plain`` it, without making the run's
-        state unless something stops its plain actions: the common run, whose actions are
-        all plain, ends here (its sensory memory cleared, counted as succeeded).
-
-        Returns:
-            How many actions completed, their outputs (in order), and either None, None
-            (the run ended) or the run with what stopped it, as ``run_plain`` returns it
-            (``step`` takes the run from there).
-
-        Raises:
-            ActionLogError: the action log failed (the job fails).
-        """
-        journal = self.journal
-        if journal is None:
-            self.metrics.run_started(1)  # ``_input_event``, inlined
-            event = input_event(record)
-        else:
-            journal.check()
-            # ``step`` replays the run's records, or records every action (``records_all``).
-            if self.records_all or journal.may_replay(key, sequence):
-                return 0, [], self.start(key, sequence, record), None
-            event = self._input_event(key, sequence, record)
-        inputs = self._input_actions
-        queue = [(inputs[0], event)] if len(inputs) == 1 else [(a, event) for a in inputs]
-        done, outputs, written, stop = self._plain_actions(
-            key, sequence, queue, 0, False, sensory, short_term
-        )
-        if stop is None:
-            self.metrics.run_succeeded()
-            if written:
-                sensory.clear()
-            return done, outputs, None, None
-        run = RunState(key=key, sequence=sequence, input=record)
-        self._caught_up(run, queue, done, written)
-        more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
-        return done + more, outputs + sent, run, outcome
-
-    def run_plain(
-        self, run: RunState, sensory: StateMap, short_term: StateMap
-    ) -> tuple[int, list[Any], Suspended | ActionExecutionError | None]:
-        """Run the plain actions at the head of the queue back to back, as ``step`` would
-        one at a time, for the common run that makes no durable call and writes nothing
-        outside Flink state: each action's buffered writes go straight into the maps, its
-        events into the queue, without the per-step results ``step`` makes.
-
-        Stops at an ``async def`` action, at the run's step budget, and before any action
-        when the action log may hold the run's records (``step`` replays them) or is to
-        record every action (``records_all``: ``step`` makes the records); a plain
-        action that turns out to need more (a durable call, a write outside Flink, a
-        coroutine returned) completes through ``step``'s own path.
-
-        Returns:
-            How many actions completed, the outputs they sent (in order), and what stopped
-            the run short of its next action: None (the queue is empty or its head is for
-            ``step``), a suspension (to park the run, as ``step`` returns it), or the
-            ``ActionExecutionError`` of a failed action (nothing of it applied; the actions
-            before it were).
-
-        Raises:
-            ActionLogError: the action log failed (the job fails).
-        """
-        if type(run) is not RunState or run.ready:
-            return 0, [], None
-        journal = self.journal
-        if journal is not None:
-            journal.check()
-            if self.records_all or journal.may_replay(run.key, run.sequence):
-                return 0, [], None
-        actions = self._actions
-        queue = [(actions[pending.action], pending.event) for pending in run.queue]
-        done, outputs, written, stop = self._plain_actions(
-            run.key, run.sequence, queue, run.steps, run.attempts > 0, sensory, short_term
-        )
-        if done:
-            self._caught_up(run, queue, done, written)
-        if stop is None:
-            return done, outputs, None
-        more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
-        return done + more, outputs + sent, outcome
-
-    def _plain_actions(
-        self,
-        key: Any,
-        sequence: int,
-        queue: list[tuple[BoundAction, Event]],
-        steps: int,
-        retried: bool,
-        sensory: StateMap,
-        short_term: StateMap,
-    ) -> tuple[int, list[Any], bool, tuple[Any, ...] | None]:
-        """The loop of ``run_plain``: run the plain actions of ``queue`` (``(action,
-        event)`` pairs, appended to as they send events) from its head, each as ``step``
-        would (its buffered writes applied to the maps, its events queued), until the queue
-        is done or its next action is for ``step``: an ``async def`` one, one past the step
-        budget (``steps`` taken before), one that failed or turned out to need more.
-        (``retried``: whether the head action failed before.)
-
-        Returns:
-            How many actions completed (the first that many of ``queue``), their outputs,
-            whether they wrote sensory memory, and what stopped the loop, for
-            ``_plain_stopped``: None (the queue is done), ``(_FOR_STEP,)`` (the next
-            action is for ``step``), ``(_FAILED, context, error)`` or
-            ``(_UNUSUAL, context, result)`` (an action that needs ``step``'s path).
-        """
-        configs, services, max_steps = self._configs, self._services, self.max_steps
-        routes, route, metrics = self.plan.routes, self.plan.route, self.metrics
-        # Over the driver's caches, writes go straight into the maps, undone on failure.
-        direct = type(sensory) is CachedState and type(short_term) is CachedState
-        make_context = DirectActionContext if direct else ActionContext
-        outputs: list[Any] = []
-        written = False
-        done = 0
-        while done < len(queue):
-            action, event = queue[done]
-            if action.is_async or steps + done >= max_steps:
-                return done, outputs, written, (_FOR_STEP,)
-            name = action.name
-            context = make_context(
-                key,
-                sensory,
-                short_term,
-                configs[name],
-                services,
-                (sequence, steps + done + 1, name),
-                retried,
-            )
-            retried = False
-            function = action.function
-            try:
-                result = function(event, context)
-            except Exception as error:
-                return done, outputs, written, (_FAILED, context, error)
-            except BaseException:
-                if type(context) is DirectActionContext:  # (not turned into an ordinary one)
-                    context.rollback()
-                raise
-            if (
-                (result is not None and inspect.iscoroutine(result))
-                or context.recorder is not None
-                or context.wrote_outside
-                or context.infrastructure_error is not None
-            ):
-                return done, outputs, written, (_UNUSUAL, context, result)
-            if context.apply_writes():
-                written = True
-            done += 1
-            sent = context.sent
-            for sent_event in sent:
-                kind = type(sent_event)
-                listeners, is_output = routes.get(kind) or route(kind)
-                if is_output:
-                    outputs.append(sent_event.output)
-                for listener in listeners:
-                    queue.append((listener, sent_event))
-            metrics.action_completed(name, len(sent), False)
-        return done, outputs, written, None
-
-    @staticmethod
-    def _caught_up(
-        run: RunState, queue: list[tuple[BoundAction, Event]], done: int, written: bool
-    ) -> None:
-        """Bring ``run`` to where ``_plain_actions`` left ``queue``: ``done`` more steps
-        completed (its head action's failed attempts forgotten) and the rest queued."""
-        run.steps += done
-        run.attempts = 0
-        run.sensory_written = run.sensory_written or written
-        run.queue.clear()
-        run.queue.extend(PendingAction(action.name, event) for action, event in queue[done:])
-
-    def _plain_stopped(
-        self, run: RunState, stop: tuple[Any, ...], sensory: StateMap, short_term: StateMap
-    ) -> tuple[int, list[Any], Suspended | ActionExecutionError | None]:
-        """Go on from where ``_plain_actions`` stopped on ``run`` (its state brought up to
-        date, the stopping action at the head of its queue), as ``run_plain`` returns: a
-        failed action's error; an action that needs more completed through ``step``'s own
-        path (parked, or followed by the plain actions after it)."""
-        if stop[0] is _FOR_STEP:
-            return 0, [], None
-        kind, context, result = stop
-        action = self._actions[run.queue[0].action]
-        if type(context) is DirectActionContext:
-            if kind is _FAILED:
-                context.rollback()  # nothing of a failed action is applied
-            else:
-                context.buffered()  # ``step``'s path applies its writes from buffers
-        if kind is _FAILED:
-            failure = self._failure(run, action, result, context)
-            if not isinstance(failure, ActionExecutionError):
-                raise failure from result
-            failure.__cause__ = result
-            return 0, [], failure
-        try:
-            if result is not None and inspect.iscoroutine(result):
-                outcome = self._advance(run, action, context, result, None, None)
-            else:
-                outcome = self._complete(run, action, context)
-        except ActionExecutionError as failure:
-            return 0, [], failure
-        if type(outcome) is not StepResult:
-            return 0, [], outcome
-        self.metrics.action_completed(outcome.action, len(outcome.events), False)
-        done, outputs, stopped = self.run_plain(run, sensory, short_term)
-        return 1 + done, [*outcome.outputs, *outputs], stopped
-
     def _recorded(self, run: RunState, step: int, action: BoundAction) -> ActionRecord | None:
         """The action log's record of this step, when an earlier attempt completed it.
 
@@ -792,7 +468,7 @@ class RunEngine:
     ) -> StepOutcome:
         """Drive ``coroutine`` until it completes or awaits durable work."""
         try:
-            future = _until_call(coroutine, value, error)
+            future = until_call(coroutine, value, error)
         except Exception as failure:
             raise self._failure(run, action, failure, context) from failure
         if future is not None:
@@ -855,162 +531,12 @@ class RunEngine:
         in Flink state, only once its writes outside Flink have landed."""
         landing = context.landing() if context.wrote_outside else None
         if landing is not None:
-            return Suspension(action.name, context, _landed(), landing, storing=True)
+            return Suspension(action.name, context, landed(), landing, storing=True)
         sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
         return self._apply(
             run, action.name, sensory_delta, short_term_delta, context.sent, sensory, short_term
         )
-
-    # -- fan-out groups ----------------------------------------------------------------------
-
-    def _fan_out(self, run: RunState) -> list[PendingAction]:
-        """The fan-out group at the head of the queue: the head (an ``async def`` action)
-        and the ``async def`` actions queued right behind it for the same event, within
-        the run's step budget."""
-        queue = run.queue
-        head = queue[0]
-        group = [head]
-        for pending in itertools.islice(queue, 1, self.max_steps - run.steps):
-            if pending.event is not head.event or pending.action not in self._parallel:
-                break
-            group.append(pending)
-        return group
-
-    def _start_group(
-        self,
-        run: RunState,
-        group: list[PendingAction],
-        sensory: StateMap,
-        short_term: StateMap,
-    ) -> StepOutcome:
-        """Start every member of a fan-out group, each up to its first durable call, so
-        their calls overlap. Every member sees the memory as it was when the group started
-        (and its own writes, not the other members'); the group commits in plan order once
-        all members are done (``_settle_group``). Each member keeps the step number it
-        would have had alone, so the action log replays it the same way."""
-        members = []
-        settled = run.settled or {}
-        for index, pending in enumerate(group):
-            member = _Member(self._actions[pending.action])
-            members.append(member)
-            step = run.steps + 1 + index
-            if index in settled:  # completed before the group failed: not run again
-                member.result = settled[index]
-                continue
-            if self.journal is not None:
-                record = self._recorded(run, step, member.action)
-                if record is not None:
-                    member.result = (record.sensory, record.short_term, record.events, True)
-                    continue
-            context = member.context = self._context(
-                run, member.action, step, sensory, short_term
-            )
-            try:
-                result = member.action.function(pending.event, context)
-            except Exception as error:
-                member.failure = self._member_failure(run, member, error)
-                continue
-            if inspect.iscoroutine(result):
-                member.coroutine = result
-                self._drive_member(run, member, None, None)
-            else:
-                self._settle_member(run, member)
-        return self._settle_group(run, members, (sensory, short_term))
-
-    def _resume_group(self, run: RunState, suspension: GroupSuspension) -> StepOutcome:
-        """Continue every member whose call is done; commit the group once all are done."""
-        for member in suspension.members:
-            future = member.future
-            if future is not None and future.done():
-                member.future = None
-                error = future.exception()
-                value = None if error is not None else future.result()
-                self._drive_member(run, member, value, error)
-        return self._settle_group(run, suspension.members, suspension.maps)
-
-    def _drive_member(
-        self, run: RunState, member: _Member, value: Any, error: BaseException | None
-    ) -> None:
-        try:
-            future = _until_call(member.coroutine, value, error)
-        except Exception as failure:
-            member.coroutine = None
-            member.failure = self._member_failure(run, member, failure)
-            return
-        if future is None and member.context.wrote_outside:
-            # Its long-term items still being embedded: wait for them like for a call.
-            future = member.context.landing()
-            if future is not None:
-                member.coroutine = _landed()
-        if future is not None:
-            member.future = future
-        else:
-            member.coroutine = None
-            self._settle_member(run, member)
-
-    def _settle_member(self, run: RunState, member: _Member) -> None:
-        try:
-            sensory_delta, short_term_delta = self._record(run, member.action, member.context)
-        except ActionExecutionError as failure:
-            member.failure = failure
-            return
-        member.result = (sensory_delta, short_term_delta, member.context.sent, False)
-
-    def _member_failure(
-        self, run: RunState, member: _Member, error: Exception
-    ) -> ActionExecutionError:
-        """The member's failure, kept until the group settles; the action log's own failure
-        is raised at once (the job fails)."""
-        failure = self._failure(run, member.action, error, member.context)
-        if not isinstance(failure, ActionExecutionError):
-            raise failure from error
-        failure.__cause__ = error
-        return failure
-
-    def _settle_group(
-        self, run: RunState, members: list[_Member], maps: tuple[StateMap, StateMap]
-    ) -> StepOutcome:
-        """Suspend while a member awaits a call; then raise the first failure in plan order
-        (nothing of the group is applied; the members that completed are kept in the run,
-        so a retry runs only the failed ones again), or apply every member in plan order
-        and return the first member's result (``step`` returns the others')."""
-        waiting = [member.future for member in members if member.future is not None]
-        if waiting:
-            wake: Future[None] = Future()
-
-            def ring(_: Future[Any]) -> None:  # on the executor's thread
-                with contextlib.suppress(InvalidStateError):  # another call rang first
-                    wake.set_result(None)
-
-            for future in waiting:
-                future.add_done_callback(ring)
-            return GroupSuspension(members, maps, wake)
-        failed = [member.failure for member in members if member.failure is not None]
-        if failed:
-            run.settled = {
-                index: member.result
-                for index, member in enumerate(members)
-                if member.result is not None
-            }
-            raise failed[0]
-        run.settled = None
-        sensory, short_term = maps
-        later = [member.result for member in members[1:]]
-        bases = (
-            rebase_points((result[0] for result in later), sensory),
-            rebase_points((result[1] for result in later), short_term),
-        )
-        results = []
-        for index, member in enumerate(members):
-            sensory_delta, short_term_delta, events, replayed = member.result
-            result = self._apply(
-                run, member.action.name, sensory_delta, short_term_delta, events, sensory,
-                short_term, bases if index else None,
-            )
-            results.append(result._replace(replayed=True) if replayed else result)
-        run.ready.extend(results[1:])
-        return results[0]
 
     def _replay(
         self, run: RunState, record: ActionRecord, sensory: StateMap, short_term: StateMap
@@ -1088,37 +614,6 @@ class RunEngine:
         )
 
 
-async def _landed() -> None:
-    """The rest of an action whose function has returned: resumed (or failed) once its
-    background writes have landed (see ``RunEngine._complete``)."""
-
-
-def _until_call(
-    coroutine: Coroutine[Any, Any, Any], value: Any, error: BaseException | None
-) -> Future[Any] | None:
-    """Drive an action's coroutine until it awaits durable work (its future) or returns
-    (None), sending it ``value`` or throwing ``error`` first.
-
-    Raises:
-        Exception: what the coroutine raised; an await of anything but a durable call as a
-            ``FlinkAgentsError``.
-    """
-    try:
-        while True:
-            yielded = coroutine.throw(error) if error is not None else coroutine.send(value)
-            error = value = None
-            if yielded is None:  # a bare yield, e.g. asyncio.sleep(0): keep going
-                continue
-            if isinstance(yielded, Future):
-                return yielded
-            coroutine.close()
-            raise FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS}, it awaited {yielded!r}")
-    except StopIteration:
-        return None
-    except RuntimeError as failure:
-        if "event loop" not in str(failure):
-            raise
-        raise FlinkAgentsError(f"{_ONLY_DURABLE_AWAITS} (asyncio said: {failure})") from failure
 
 
 def _previous_values(delta: MemoryDelta, state: StateMap) -> dict[str, Any]:

@@ -1,0 +1,157 @@
+"""What a run is made of, between the steps the engine takes on it.
+
+``RunState`` (kept by the runner, parked in Flink state between steps: ``_persisted.py``
+encodes it by field name), the actions it queues, the results of completed actions, and a
+``Suspension``: an ``async def`` action waiting on durable work, with the driving of its
+coroutine to the next durable call (``until_call``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Coroutine, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from flink_agents.api import Event, FlinkAgentsError
+from flink_agents.memory import MemoryDelta
+
+if TYPE_CHECKING:
+    from flink_agents.runtime._context import ActionContext
+
+ONLY_DURABLE_AWAITS = (
+    "an async action may only await ctx.durable_execute_async(...): runners park the run "
+    "between awaits and have no asyncio event loop"
+)
+
+
+@dataclass
+class PendingAction:
+    """An action to run for an event, queued in the order events were sent."""
+
+    action: str
+    event: Event
+
+
+@dataclass
+class RunState:
+    """Where a run is: its identity and the actions still to run."""
+
+    key: Any
+    sequence: int
+    input: Any
+    queue: deque[PendingAction] = field(default_factory=deque)
+    steps: int = 0
+    attempts: int = 0
+    """Failed attempts of the action at the head of the queue (for the retry policy)."""
+    retry_at_ms: int = 0
+    """Processing time before which a failed head action is not retried."""
+    sensory_written: bool = False
+    """Whether an action of this run changed sensory memory (else there is nothing to clear)."""
+    parked: bool = False
+    """Whether the run was ever kept in state (so the runner has state to clean up)."""
+    settled: dict[int, MemberResult] | None = None
+    """The members of a failed fan-out group at the head of the queue that completed, by
+    position: a retry runs only the others again (they still commit in plan order)."""
+    ready: list[StepResult] = field(default_factory=list)
+    """Results of a fan-out group's later members, already applied, that ``step``
+    returns one at a time (empty whenever the run is parked or checkpointed)."""
+
+    @property
+    def finished(self) -> bool:
+        return not self.queue and not self.ready
+
+
+class MemberResult(NamedTuple):
+    """What a completed member of a fan-out group did, kept until the group commits (and in
+    ``RunState.settled`` while a failed group waits for its retry)."""
+
+    sensory: MemoryDelta
+    short_term: MemoryDelta
+    events: Sequence[Event]
+    replayed: bool
+    """Whether it was taken from the action log rather than run."""
+
+
+@dataclass
+class SubRunState(RunState):
+    """A sub-run: another agent's run inside an action (``ctx.run_agent``). Its actions are
+    recorded under the calling action's run and step (see ``runtime/_sub_run.py``)."""
+
+    parent: Any = None
+    """The calling action's context (sub-runs live in its coroutine, never in state)."""
+    parent_step: int = 0
+    namespace: str = ""
+    """The prefix of its actions' names in the action log."""
+
+
+class StepResult(NamedTuple):
+    """What one completed action did: the unit the action log records. (A named tuple:
+    one is made per step.)"""
+
+    action: str
+    step: int
+    sensory: MemoryDelta
+    short_term: MemoryDelta
+    events: tuple[Event, ...]
+    outputs: tuple[Any, ...]
+    replayed: bool = False
+    """Whether the action was skipped and its effects re-applied from the action log."""
+
+
+@dataclass
+class Suspension:
+    """An ``async def`` action waiting on durable work submitted to the executor.
+
+    The runner resumes it with ``RunEngine.resume`` once ``future`` is done, on the thread
+    that owns the memory maps. It holds a live coroutine, so it is never checkpointed: after
+    a restore the action runs again from its start.
+    """
+
+    action: str
+    context: ActionContext
+    coroutine: Coroutine[Any, Any, Any]
+    future: Future[Any]
+    storing: bool = False
+    """The action's function has returned; it waits for its long-term items to be stored
+    (``_complete``), not for a durable call."""
+
+    @property
+    def oldest_call_ms(self) -> int | None:
+        """When the action's recorder started (its recorded calls must outlive pruning)."""
+        recorder = self.context.recorder
+        return None if recorder is None else recorder.started_ms
+
+
+async def landed() -> None:
+    """The rest of an action whose function has returned: resumed (or failed) once its
+    background writes have landed (see ``RunEngine._complete``)."""
+
+
+def until_call(
+    coroutine: Coroutine[Any, Any, Any], value: Any, error: BaseException | None
+) -> Future[Any] | None:
+    """Drive an action's coroutine until it awaits durable work (its future) or returns
+    (None), sending it ``value`` or throwing ``error`` first.
+
+    Raises:
+        Exception: what the coroutine raised; an await of anything but a durable call as a
+            ``FlinkAgentsError``.
+    """
+    try:
+        while True:
+            yielded = coroutine.throw(error) if error is not None else coroutine.send(value)
+            error = value = None
+            if yielded is None:  # a bare yield, e.g. asyncio.sleep(0): keep going
+                continue
+            if isinstance(yielded, Future):
+                return yielded
+            coroutine.close()
+            raise FlinkAgentsError(f"{ONLY_DURABLE_AWAITS}, it awaited {yielded!r}")
+    except StopIteration:
+        return None
+    except RuntimeError as failure:
+        if "event loop" not in str(failure):
+            raise
+        raise FlinkAgentsError(f"{ONLY_DURABLE_AWAITS} (asyncio said: {failure})") from failure
