@@ -32,12 +32,19 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, NamedTuple, Protocol
 
 from flink_agents.api import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
-from flink_agents.runtime._engine import RunEngine, RunState, StepResult, Suspended
+from flink_agents.runtime._engine import (
+    Done,
+    Outcome,
+    Parked,
+    RunEngine,
+    RunState,
+    StepResult,
+    Suspended,
+)
 from flink_agents.runtime._journal import CallFuture
 from flink_agents.runtime._records import failed_run
 
@@ -299,23 +306,20 @@ class KeyDriver:
         engine = self.engine
         control.sequence += 1
         try:
-            steps, outputs, run, outcome = engine.run_new(
-                key, control.sequence, record, sensory, short_term
-            )
+            outcome = engine.begin(key, control.sequence, record, sensory, short_term)
         except BaseException:
             _flush(control, state, sensory, short_term)
             raise
-        self.steps += steps
+        run = outcome.run
+        if run is not None and (type(outcome) is not Done or not run.finished):
+            control.run = run  # ``_drive`` takes it from here (and writes the control value)
+            return self._drive(key, control, state, timers, known=known, first=outcome)
+        self.steps += outcome.steps
         if run is not None:
-            if outcome is not None or not run.finished:
-                control.run = run  # ``_drive`` takes it from here (and writes the control value)
-                return chain(
-                    outputs, self._drive(key, control, state, timers, known=known, first=outcome)
-                )
             self.metrics.run_succeeded()
             engine.end(run, sensory)
         _flush(control, state, sensory, short_term)
-        return outputs
+        return outcome.outputs
 
     def _queue(
         self, key: Any, record: Any, control: KeyControl, state: KeyState, timers: Timers
@@ -436,19 +440,16 @@ class KeyDriver:
         record: Any = None,
         resume: ParkedRun | None = None,
         known: _KeyCache | bool | None = False,
-        first: Suspended | ActionExecutionError | None = None,
+        first: Outcome | None = None,
     ) -> Iterator[Any]:
         """Run the key's run in progress (``resume``: a parked run, live, with its done
         call; else the one in state, restored or due for a retry; else a new one for
         ``record``), then its queued inputs, until all end or one parks. The control value
         is written once, at the end. (``known``: the key's cache entry, when the caller has
-        it already; ``first``: what stopped ``run_plain`` on the run, to handle first.)"""
+        it already; ``first``: how far ``RunEngine.begin`` took the run, to handle first.)"""
         engine = self.engine
         metrics, event_log = self.metrics, self.event_log
         logging_events = event_log.enabled
-        # ``run_plain`` makes no per-step results: the event log times each action, and
-        # ``action-log-record: all`` records each one, from ``step``'s results.
-        plain = not (logging_events or engine.records_all)
         suspension = None
         if known is False:
             known = self._known(key)
@@ -471,69 +472,59 @@ class KeyDriver:
                 while run.queue or run.ready:
                     started = time.perf_counter() if logging_events else 0.0
                     outcome, first = first, None
-                    if outcome is None and suspension is None and not run.ready and plain:
-                        # Plain actions back to back (``run_plain``); what stops them (an
-                        # async action, a replay, a failure, a suspension) is handled below
-                        # as ``step``'s outcome.
-                        steps, outputs, outcome = engine.run_plain(run, sensory, short_term)
-                        self.steps += steps
-                        yield from outputs
-                        if outcome is None and not run.queue:
-                            continue
-                    try:
-                        if outcome is None:
-                            if suspension is not None:
-                                outcome = engine.resume(run, suspension)
-                            else:
-                                outcome = engine.step(run, sensory, short_term)
-                        elif isinstance(outcome, ActionExecutionError):
-                            raise outcome
-                        if draining:
-                            outcome = engine.complete_blocking(run, outcome)
-                    except ActionExecutionError as error:
-                        suspension = None
-                        if logging_events:
-                            self._log_failed_action(run, error, started)
-                        if self.options.error_policy == "fail":
-                            # The job fails and Flink restores its checkpoint; a runner that
-                            # goes on (the local one) must not keep the run's sensory memory.
-                            engine.end(run, sensory)
-                            control.run = None
-                            metrics.run_failed()
-                            event_log.run_finished(run.key, run.sequence, "failed", error=error)
-                            raise
-                        if self._retry(run, error, timers, draining):
-                            metrics.action_retried()
-                            if draining:
-                                continue
-                            control.run = run  # parked until its backoff is over
-                            return
-                        metrics.run_failed()
-                        metrics.run_to_error_output()
-                        event_log.run_finished(run.key, run.sequence, "error_output", error=error)
-                        yield (
-                            self.errors,
-                            failed_run(
-                                run.key,
-                                run.input,
-                                run.sequence,
-                                error.action,
-                                error.cause,
-                                run.attempts + 1,
-                            ),
-                        )
-                        break  # run abandoned
+                    if outcome is None:
+                        outcome = engine.advance(run, sensory, short_term, suspension, draining)
                     suspension = None
-                    if not isinstance(outcome, StepResult):
-                        self._park(run, outcome, timers)
+                    self.steps += outcome.steps
+                    kind = type(outcome)
+                    if kind is Done:
+                        result = outcome.result
+                        if result is not None:  # the reference path's step
+                            metrics.action_completed(
+                                result.action, len(result.events), result.replayed
+                            )
+                            if logging_events:
+                                self._log_action(run, result, started)
+                        yield from outcome.outputs
+                        continue
+                    yield from outcome.outputs  # of the actions before it stopped
+                    if kind is Parked:
+                        self._park(run, outcome.suspension, timers)
                         self._caches[key] = (sensory, short_term)
                         control.run = run
                         return
-                    self.steps += 1
-                    metrics.action_completed(outcome.action, len(outcome.events), outcome.replayed)
+                    error = outcome.error
                     if logging_events:
-                        self._log_action(run, outcome, started)
-                    yield from outcome.outputs
+                        self._log_failed_action(run, error, started)
+                    if self.options.error_policy == "fail":
+                        # The job fails and Flink restores its checkpoint; a runner that
+                        # goes on (the local one) must not keep the run's sensory memory.
+                        engine.end(run, sensory)
+                        control.run = None
+                        metrics.run_failed()
+                        event_log.run_finished(run.key, run.sequence, "failed", error=error)
+                        raise error
+                    if self._retry(run, error, timers, draining):
+                        metrics.action_retried()
+                        if draining:
+                            continue
+                        control.run = run  # parked until its backoff is over
+                        return
+                    metrics.run_failed()
+                    metrics.run_to_error_output()
+                    event_log.run_finished(run.key, run.sequence, "error_output", error=error)
+                    yield (
+                        self.errors,
+                        failed_run(
+                            run.key,
+                            run.input,
+                            run.sequence,
+                            error.action,
+                            error.cause,
+                            run.attempts + 1,
+                        ),
+                    )
+                    break  # run abandoned
                 else:
                     metrics.run_succeeded()
                     if logging_events:

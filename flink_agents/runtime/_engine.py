@@ -1,9 +1,16 @@
 """The run engine: executes one run of one key, one action at a time.
 
 Shared by every runner. It holds no per-key state of its own: the runner keeps each key's
-``RunState`` and memory maps (dicts locally, Flink keyed state in the dispatcher) and
-calls ``start``, then ``step`` until ``finished``, then ``end``. Everything it keeps in
-``RunState`` is picklable so a runner can park a run in state between steps.
+``RunState`` and memory maps (dicts locally, Flink keyed state in the dispatcher) and asks
+the engine to ``begin`` a run for a record, then to ``advance`` it until it is done, and
+``end``s it; each answer is an ``Outcome``: ``Done`` (with its outputs), ``Parked`` (on a
+suspension, to resume once its durable work is done) or ``Failed`` (with the error).
+Everything it keeps in ``RunState`` is picklable so a runner can park a run in state
+between steps.
+
+``step``, ``resume`` and ``end`` are the reference path: one action at a time. Plain
+actions take a fast lane that must mean the same (``_plain.py``), and ``async def`` actions
+listening to one event run side by side (``_fan_out.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +48,11 @@ from flink_agents.runtime._resources import ResourceCache
 # The run's state types live in ``_run_state``; they are named here too, where earlier
 # releases defined them (the runners and tests import them from here).
 from flink_agents.runtime._run_state import (
+    Done,
+    Failed,
     MemberResult,
+    Outcome,
+    Parked,
     PendingAction,
     RunState,
     StepResult,
@@ -60,8 +71,12 @@ if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop
 
 __all__ = [
+    "Done",
+    "Failed",
     "GroupSuspension",
     "MemberResult",
+    "Outcome",
+    "Parked",
     "PendingAction",
     "RunEngine",
     "RunState",
@@ -142,7 +157,7 @@ class RunEngine(PlainLane, FanOutGroups):
         self.records_all = self.journal is not None and self.options.action_log_record == "all"
         """Whether every completed action is recorded (``action-log-record: all``), not
         only those a restore needs: every action then takes ``step``'s path, which makes
-        the deltas a record holds (``run_plain`` and ``run_new`` hand their runs to it)."""
+        the deltas a record holds (the fast lane hands its runs to it)."""
         self._executor: CallThreads | None = None
         self._call_loop: CallLoop | None = None
         self._sub_runs: Any = None
@@ -390,6 +405,54 @@ class RunEngine(PlainLane, FanOutGroups):
         if result is not None and inspect.iscoroutine(result):
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
+
+    def advance(
+        self,
+        run: RunState,
+        sensory: StateMap,
+        short_term: StateMap,
+        resume: Suspended | None = None,
+        blocking: bool = False,
+    ) -> Outcome:
+        """Advance ``run`` (the maps: its memory): resume its ``Suspension`` when given (its
+        future done; the same maps as when it parked), else run its plain actions through
+        the fast lane and then, unless that ended the run or stopped it, the next action
+        through ``step`` (fan-out groups included).
+
+        ``blocking``: wait on this thread for any durable work instead of parking (the drain
+        at the end of input, and the local runner's way).
+
+        Returns:
+            ``Done`` (the run goes on, or is finished), ``Parked`` or ``Failed``: what the
+            fast lane completed before counts in ``steps`` and ``outputs`` either way.
+
+        Raises:
+            ActionLogError: the action log failed (the job fails).
+        """
+        steps, outputs = 0, ()
+        try:
+            if resume is not None:
+                outcome = self.resume(run, resume)
+            else:
+                outcome = None
+                # The lane makes no per-step results: the event log times each action.
+                if self.plain_lane and not run.ready and not self.event_log.enabled:
+                    steps, outputs, outcome = self.run_plain(run, sensory, short_term)
+                    if outcome is None and not run.queue:
+                        return Done(steps, outputs, run)
+                    if isinstance(outcome, ActionExecutionError):
+                        return Failed(steps, outputs, run, outcome)
+                if outcome is None:
+                    outcome = self.step(run, sensory, short_term)
+            if blocking:
+                outcome = self.complete_blocking(run, outcome)
+        except ActionExecutionError as error:
+            return Failed(steps, outputs, run, error)
+        if type(outcome) is StepResult:
+            if outputs:
+                return Done(steps + 1, [*outputs, *outcome.outputs], run, outcome)
+            return Done(steps + 1, outcome.outputs, run, outcome)
+        return Parked(steps, outputs, run, outcome)
 
     def _recorded(self, run: RunState, step: int, action: BoundAction) -> ActionRecord | None:
         """The action log's record of this step, when an earlier attempt completed it.

@@ -27,7 +27,15 @@ from flink_agents.api.internal import input_event
 from flink_agents.memory import CachedState, StateMap
 from flink_agents.plan import BoundAction
 from flink_agents.runtime._context import ActionContext, DirectActionContext
-from flink_agents.runtime._run_state import PendingAction, RunState, StepResult
+from flink_agents.runtime._run_state import (
+    Done,
+    Failed,
+    Outcome,
+    Parked,
+    PendingAction,
+    RunState,
+    StepResult,
+)
 
 if TYPE_CHECKING:
     from flink_agents.runtime._fan_out import Suspended
@@ -74,21 +82,28 @@ class PlainLane:
     """The fast lane of ``RunEngine`` (a base class of it: these methods use the engine's
     plan, journal, metrics and, for what they hand over, its reference path)."""
 
-    def run_new(
+    plain_lane: bool = True
+    """Whether plain actions take this lane; off, every action takes ``step``'s reference
+    path (internal: the differential test runs both ways and compares)."""
+
+    def begin(
         self, key: Any, sequence: int, record: Any, sensory: StateMap, short_term: StateMap
-    ) -> tuple[int, list[Any], RunState | None, Suspended | ActionExecutionError | None]:
-        """``start`` a run for ``record`` and ``run_plain`` it, without making the run's
-        state unless something stops its plain actions: the common run, whose actions are
-        all plain, ends here (its sensory memory cleared, counted as succeeded).
+    ) -> Outcome:
+        """``start`` a run for ``record`` and advance it, without making the run's state
+        unless something stops its plain actions: the common run, whose actions are all
+        plain, ends here (its sensory memory cleared, counted as succeeded).
 
         Returns:
-            How many actions completed, their outputs (in order), and either None, None
-            (the run ended) or the run with what stopped it, as ``run_plain`` returns it
-            (``step`` takes the run from there).
+            ``Done`` without a run (the run ended), or the run with how far the lane took
+            it: ``Done`` (it goes on through ``advance``: ``step`` replays its records, or
+            records every action, or its next action is an ``async def`` one), ``Parked``
+            or ``Failed``.
 
         Raises:
             ActionLogError: the action log failed (the job fails).
         """
+        if not self.plain_lane:
+            return Done(0, (), self.start(key, sequence, record))
         journal = self.journal
         if journal is None:
             self.metrics.run_started(1)  # ``_input_event``, inlined
@@ -97,7 +112,7 @@ class PlainLane:
             journal.check()
             # ``step`` replays the run's records, or records every action (``records_all``).
             if self.records_all or journal.may_replay(key, sequence):
-                return 0, [], self.start(key, sequence, record), None
+                return Done(0, (), self.start(key, sequence, record))
             event = self._input_event(key, sequence, record)
         inputs = self._input_actions
         queue = [(inputs[0], event)] if len(inputs) == 1 else [(a, event) for a in inputs]
@@ -108,11 +123,16 @@ class PlainLane:
             self.metrics.run_succeeded()
             if written:
                 sensory.clear()
-            return done, outputs, None, None
+            return Done(done, outputs, None)
         run = RunState(key=key, sequence=sequence, input=record)
         self._caught_up(run, queue, done, written)
         more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
-        return done + more, outputs + sent, run, outcome
+        done, outputs = done + more, outputs + sent
+        if outcome is None:
+            return Done(done, outputs, run)
+        if isinstance(outcome, ActionExecutionError):
+            return Failed(done, outputs, run, outcome)
+        return Parked(done, outputs, run, outcome)
 
     def run_plain(
         self, run: RunState, sensory: StateMap, short_term: StateMap

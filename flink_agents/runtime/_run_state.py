@@ -3,7 +3,8 @@
 ``RunState`` (kept by the runner, parked in Flink state between steps: ``_persisted.py``
 encodes it by field name), the actions it queues, the results of completed actions, and a
 ``Suspension``: an ``async def`` action waiting on durable work, with the driving of its
-coroutine to the next durable call (``until_call``).
+coroutine to the next durable call (``until_call``); and the ``Outcome`` of advancing a
+run, the one value the engine hands the driver (``Done``, ``Parked`` or ``Failed``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from flink_agents.api import Event, FlinkAgentsError
+from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError
 from flink_agents.memory import MemoryDelta
 
 if TYPE_CHECKING:
     from flink_agents.runtime._context import ActionContext
+    from flink_agents.runtime._fan_out import GroupSuspension
 
 ONLY_DURABLE_AWAITS = (
     "an async action may only await ctx.durable_execute_async(...): runners park the run "
@@ -98,6 +100,46 @@ class StepResult(NamedTuple):
     outputs: tuple[Any, ...]
     replayed: bool = False
     """Whether the action was skipped and its effects re-applied from the action log."""
+
+
+class Done(NamedTuple):
+    """The engine advanced a run: ``steps`` more actions completed, sending ``outputs`` (in
+    order). The run goes on with its next action, or has ended (``run.finished``)."""
+
+    steps: int
+    outputs: Sequence[Any]
+    run: RunState | None
+    """None: a new run that ended without its state ever being made (``begin``; it is
+    already counted as succeeded and its sensory memory cleared)."""
+    result: StepResult | None = None
+    """The last action's result when the reference path took it (for the event log and
+    the metrics); None when only the fast lane ran."""
+
+
+class Parked(NamedTuple):
+    """The engine advanced a run (``steps``, ``outputs`` as for ``Done``) until an action
+    awaited durable work: the runner parks the run until ``suspension.future`` is done,
+    then advances it with the suspension to resume."""
+
+    steps: int
+    outputs: Sequence[Any]
+    run: RunState
+    suspension: Suspension | GroupSuspension
+
+
+class Failed(NamedTuple):
+    """The engine advanced a run (``steps``, ``outputs`` as for ``Done``) until an action
+    raised: nothing of that action is applied and it stays at the head of the queue; the
+    runner's error policy decides what follows."""
+
+    steps: int
+    outputs: Sequence[Any]
+    run: RunState
+    error: ActionExecutionError
+
+
+Outcome = Done | Parked | Failed
+"""What ``RunEngine.begin`` and ``RunEngine.advance`` return (the driver matches on it)."""
 
 
 @dataclass
