@@ -1,0 +1,141 @@
+"""What a ``RunEngine`` starts besides runs, and how it stops it all: the executor of
+durable calls, the event loop of ``async def`` durable functions, the engines of sub-agents,
+and ``close``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from flink_agents.runtime._call_threads import CallThreads
+
+if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
+    from flink_agents.runtime._call_loop import CallLoop
+
+# The engine's logger, under the name it had when this lived in ``_engine``.
+logger = logging.getLogger("flink_agents.runtime._engine")
+
+
+class EngineServices:
+    """The services part of ``RunEngine`` (a base class of it; a sub-agent's engine uses
+    its parent's executor, loop, long-term memory and journal)."""
+
+    @property
+    def executor(self) -> CallThreads:
+        return self._get_executor()
+
+    def _get_executor(self) -> CallThreads:
+        """The executor of durable calls (the parent's for a sub-agent), made on first use."""
+        if self._parent is not None:
+            return self._parent.executor
+        if self._executor is None:
+            self._executor = CallThreads(
+                max_workers=self.options.num_async_threads,
+                thread_name_prefix="flink-agents-async",
+            )
+        return self._executor
+
+    def _get_call_loop(self) -> CallLoop:
+        """The event loop of ``async def`` durable functions (the parent's for a
+        sub-agent), started by the first such call."""
+        if self._parent is not None:
+            return self._parent._get_call_loop()
+        if self._call_loop is None:
+            # Imported here: it imports asyncio, which a run without ``async def`` durable
+            # calls never needs (about 40 ms of a Flink operator's start).
+            from flink_agents.runtime._call_loop import CallLoop
+
+            self._call_loop = CallLoop()
+        return self._call_loop
+
+    def start_async_threads(self) -> None:
+        """Start all ``num-async-threads`` threads of the executor now, when the plan has
+        ``async def`` actions of its own or resources (which the built-in ``async def``
+        chat, tool and retrieval actions use); else nothing: such a plan makes no async call.
+
+        ``ThreadPoolExecutor`` starts one thread per ``submit`` until it has them all, and
+        ``Thread.start`` waits for the new thread to run. In PyFlink's thread mode the new
+        thread must win the GIL from the operator and the upstream task first: that took
+        about 1.5 ms per thread, on the operator's thread, so the first burst of records
+        started its calls at a fraction of the usual rate (``bench/RESULTS.md``). The
+        dispatcher calls this when it opens in thread mode, before any record arrives.
+        """
+        own = {spec.name for spec in self.plan.plan.actions}
+        if not self.plan.resources and not any(
+            a.is_async for a in self.plan.actions if a.name in own
+        ):
+            return
+        executor = self.executor
+        release = threading.Event()
+        # Each task blocks until all are submitted, so no thread is idle and every submit
+        # starts a new one; then they all return and wait for calls.
+        for _ in range(self.options.num_async_threads):
+            executor.submit(release.wait)
+        release.set()
+
+    def close(self, wait_s: float | None = None) -> None:
+        """Drain the call loop and stop the executor (waiting for running calls, which
+        record their results), let compactions finish, close the resources (an MCP server's
+        session, an async client on the loop), stop the loop, then write the journal's
+        queued records and close its log.
+
+        ``wait_s`` bounds the wait for calls, compactions and stores in all (None: until they
+        end). A call still running then is given up, its outcome not recorded (a restore
+        makes it again): the loop cancels its coroutine; an executor thread runs it to its
+        end and then ends.
+
+        Raises:
+            ActionLogError: the journal could not write its queued records.
+        """
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        if self._sub_runs is not None:
+            self._sub_runs.close()
+        if self._parent is not None:  # the executor, store and journal are the parent's
+            self.resources.close()
+            return
+        loop, self._call_loop = self._call_loop, None
+        if loop is not None:
+            loop.drain(left())  # its calls end and are recorded first
+        if self._executor is not None:
+            running = self._executor.stop(left())
+            self._executor = None
+            if running:
+                logger.warning(
+                    "%d durable calls still running after %.1f s were given up; their"
+                    " outcomes are not recorded",
+                    running,
+                    wait_s,
+                )
+        try:
+            if deadline is None:
+                self.long_term.close()
+            else:
+                self.long_term.close(left())
+        finally:
+            try:
+                # Before the loop stops: an async client made on it closes on it.
+                self.resources.close()
+                self.event_log.metrics(self.metrics.snapshot())
+                self.event_log.close()
+            finally:
+                try:
+                    if loop is not None:
+                        loop.close(left())
+                finally:
+                    if self.journal is not None:
+                        self.journal.close()
+
+    def sub_runs(self) -> Any:
+        """The engines of the sub-agents this engine's actions run (``SubRuns``)."""
+        if self._sub_runs is None:
+            from flink_agents.runtime._sub_run import SubRuns  # it builds on this module
+
+            self._sub_runs = SubRuns(self)
+        return self._sub_runs
