@@ -351,14 +351,17 @@ class DirectActionContext(ActionContext):
     """An ``ActionContext`` whose memory writes go straight into the run's maps, two
     ``CachedState``s recording what each write replaced (``CachedState.begin``), rather
     than into buffers applied when the action returns: for the plain actions the engine
-    runs back to back (``RunEngine.run_plain``), which then ``apply_writes`` (keeps them)
+    runs back to back (``runtime/_plain.py``), which then ``apply_writes`` (keeps them)
     or ``rollback``s. What needs the writes as buffers (their deltas, a sub-run, an
     action that turns out to need the engine's full path) first turns it into an ordinary
-    ``ActionContext`` with the writes so far moved into its buffers (``buffered``).
+    ``ActionContext`` with the writes so far moved into its buffers (``buffered``): from
+    then on ``direct`` is False and every method behaves as ``ActionContext``'s.
 
     Its memory objects are the maps' shared roots (``CachedState.memory_root``): the
     plain actions of a key, one after another, read and write through the same ones."""
 
+    direct = True
+    """Whether writes still go straight into the maps (False once ``buffered``)."""
     _sensory: CachedState
     _short_term: CachedState
 
@@ -366,6 +369,8 @@ class DirectActionContext(ActionContext):
     def sensory_memory(self) -> MemoryObject:
         root = self._sensory_root
         if root is None:
+            if not self.direct:
+                return ActionContext.sensory_memory.fget(self)
             root = self._sensory_root = self._sensory.begin()  # writes recorded from now on
         return root
 
@@ -373,26 +378,35 @@ class DirectActionContext(ActionContext):
     def short_term_memory(self) -> MemoryObject:
         root = self._short_term_root
         if root is None:
+            if not self.direct:
+                return ActionContext.short_term_memory.fget(self)
             root = self._short_term_root = self._short_term.begin()
         return root
 
     def apply_writes(self) -> bool:
+        if not self.direct:
+            return super().apply_writes()
         written = self._sensory_root is not None and self._sensory.commit()
         if self._short_term_root is not None:
             self._short_term.commit()
         return written
 
     def rollback(self) -> None:
-        """Take back the memory writes of this execution (it failed)."""
+        """Take back the memory writes of this execution (it failed; nothing to take back
+        once ``buffered``: the maps no longer hold them)."""
+        if not self.direct:
+            return
         if self._sensory_root is not None:
             self._sensory.rollback()
         if self._short_term_root is not None:
             self._short_term.rollback()
 
     def buffered(self) -> ActionContext:
-        """Become an ordinary ``ActionContext`` (this very object): the writes so far are
-        taken back from the maps into its buffers, and the memory objects the action holds
-        read and write through those buffers from now on."""
+        """Turn into an ordinary ``ActionContext`` (this very object, ``direct`` then
+        False): the writes so far are taken back from the maps into its buffers, and the
+        memory objects the action holds read and write through those buffers from now on."""
+        if not self.direct:
+            return self
         for root_name, buffer_name, state in (
             ("_sensory_root", "_sensory_buffer", self._sensory),
             ("_short_term_root", "_short_term_buffer", self._short_term),
@@ -404,14 +418,14 @@ class DirectActionContext(ActionContext):
                 root.memory.state = buffer
                 state.memory_root = None  # the shared root now reads the buffer: not any more
                 setattr(self, buffer_name, buffer)
-        self.__class__ = ActionContext
+        self.direct = False
         return self
 
     def short_term_buffer(self) -> BufferedState:
-        return self.buffered().short_term_buffer()
+        return super(DirectActionContext, self.buffered()).short_term_buffer()
 
     def deltas(self) -> tuple[MemoryDelta, MemoryDelta]:
-        return self.buffered().deltas()
+        return super(DirectActionContext, self.buffered()).deltas()
 
 
 class _Call:

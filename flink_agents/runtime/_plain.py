@@ -230,8 +230,8 @@ class PlainLane:
             except Exception as error:
                 return PlainPass(done, outputs, written, Raised(context, error))
             except BaseException:
-                if type(context) is DirectActionContext:  # (not turned into an ordinary one)
-                    context.rollback()
+                if type(context) is DirectActionContext:
+                    context.rollback()  # (nothing, if it turned into an ordinary one)
                 raise
             if (
                 (result is not None and inspect.iscoroutine(result))
