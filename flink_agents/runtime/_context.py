@@ -45,9 +45,10 @@ NO_CHANGE = MemoryDelta()
 
 _SENDABLE: dict[type, bool] = {}
 """The event types ``send_event`` has accepted: a dict lookup per event sent, rather than
-two ``isinstance`` checks through pydantic's ABC metaclass (0.3 us each in a loop, 2-3 us
-with the CPU caches emptied between calls, as the JVM's work between two records of a
-Flink task empties them: ``bench/RESULTS.md``). (A dict, not a set: see ``IMMUTABLE``.)"""
+two ``isinstance`` checks through pydantic's ABC metaclass per event, which cost far more
+with the CPU caches emptied between records, as the JVM's work between two records of a
+Flink task empties them (measured in ``bench/RESULTS.md``). (A dict, not a set: see
+``IMMUTABLE``.)"""
 
 
 def _check_sendable(event: Any) -> None:

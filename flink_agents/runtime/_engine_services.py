@@ -45,7 +45,7 @@ class EngineServices:
             return self._parent._get_call_loop()
         if self._call_loop is None:
             # Imported here: it imports asyncio, which a run without ``async def`` durable
-            # calls never needs (about 40 ms of a Flink operator's start).
+            # calls never needs (it lengthens a Flink operator's start: bench/RESULTS.md).
             from flink_agents.runtime._call_loop import CallLoop
 
             self._call_loop = CallLoop()
@@ -58,9 +58,9 @@ class EngineServices:
 
         ``ThreadPoolExecutor`` starts one thread per ``submit`` until it has them all, and
         ``Thread.start`` waits for the new thread to run. In PyFlink's thread mode the new
-        thread must win the GIL from the operator and the upstream task first: that took
-        about 1.5 ms per thread, on the operator's thread, so the first burst of records
-        started its calls at a fraction of the usual rate (``bench/RESULTS.md``). The
+        thread must win the GIL from the operator and the upstream task first, while the
+        operator's thread waits, so the first burst of records started its calls at a
+        fraction of the usual rate (measured in ``bench/RESULTS.md``). The
         dispatcher calls this when it opens in thread mode, before any record arrives.
         """
         own = {spec.name for spec in self.plan.plan.actions}
