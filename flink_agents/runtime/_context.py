@@ -30,10 +30,10 @@ from flink_agents.memory import (
     MemoryDelta,
     StateMap,
 )
-from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
+from flink_agents.runtime.journal import CallFuture, CallRecorder, CallSlot
 
 if TYPE_CHECKING:  # (it imports asyncio: a Flink operator's start need not)
     from flink_agents.runtime._call_loop import CallLoop

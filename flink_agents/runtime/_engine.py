@@ -34,7 +34,6 @@ from flink_agents.runtime._context import (
     DirectActionContext,
 )
 from flink_agents.runtime._event_log import EventLog
-from flink_agents.runtime._journal import ActionJournal, CallRecorder
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
@@ -44,6 +43,7 @@ from flink_agents.runtime.action_log import (
     ActionRecord,
     UnstorableValueError,
 )
+from flink_agents.runtime.journal import ActionJournal, CallRecorder
 
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop

@@ -8,7 +8,6 @@ import pytest
 
 from flink_agents.runtime import LocalRunner
 from flink_agents.runtime._call_loop import CallLoop
-from flink_agents.runtime._journal import ActionJournal, CallFuture, CallRecorder
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import (
@@ -17,6 +16,7 @@ from flink_agents.runtime.action_log import (
     InMemoryActionLog,
     UnstorableValueError,
 )
+from flink_agents.runtime.journal import ActionJournal, CallFuture, CallRecorder
 from flink_agents.testing.llm_server import Rule, ScriptedLLMServer
 from tests.runtime import async_agents
 

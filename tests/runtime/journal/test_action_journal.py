@@ -29,7 +29,6 @@ from flink_agents.api import (
 )
 from flink_agents.memory import DictState, MemoryDelta
 from flink_agents.plan import to_plan
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalRunner
 from flink_agents.runtime.action_log import (
     ActionIdentity,
@@ -41,6 +40,7 @@ from flink_agents.runtime.action_log import (
     digest_args,
     open_action_log,
 )
+from flink_agents.runtime.journal import ActionJournal
 from flink_agents.testing.recovery import (
     LedgerAgent,
     expected_memory,
@@ -940,7 +940,7 @@ class JournalTime:
 @pytest.fixture
 def journal_time(monkeypatch) -> JournalTime:
     clock = JournalTime()
-    monkeypatch.setattr("flink_agents.runtime._journal.time", clock)
+    monkeypatch.setattr("flink_agents.runtime.journal._writers.time", clock)
     return clock
 
 
