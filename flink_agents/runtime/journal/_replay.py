@@ -51,7 +51,7 @@ after operations the operator thread issued later; that is safe because:
   everything queued, which the runners do when an attempt ends. Should a writer of an
   earlier attempt still be running in a live process while a new attempt replays, the
   lookup stays consistent because ``complete_many`` swaps partial calls for the record
-  atomically and ``completed`` reads in the order record, calls, then the record again when
+  atomically and ``lookup`` reads in the order record, calls, then the record again when
   no calls were found: whichever side of the swap each read falls on, the action is either
   replayed from its record or re-executed with its recorded calls.
 - The run index is unaffected by a lost record in the way that matters: an action with
@@ -59,7 +59,7 @@ after operations the operator thread issued later; that is safe because:
   synchronously), so its calls are found; an action without calls whose record was lost
   just runs again, as a new run would.
 - Records without calls (every plain action, with ``action-log-record: all``) need nothing
-  of their own: ``complete`` queues them like any other, ``completed`` finds them by
+  of their own: ``complete`` queues them like any other, ``lookup`` finds them by
   identity (the run index lists their runs once written), and replay applies their deltas
   and events. One whose batch was lost is looked up three times (record, calls, record)
   and its action runs again, on the state the replayed records before it rebuilt: records
@@ -76,7 +76,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from flink_agents._ids import key_text
 from flink_agents.api import Event
@@ -107,6 +107,19 @@ from flink_agents.runtime.journal._writers import (
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
+
+
+class Lookup(NamedTuple):
+    """What the journal answers for one execution of an action (``ActionJournal.lookup``)."""
+
+    identity: ActionIdentity
+    """What the execution is recorded under."""
+    record: ActionRecord | None
+    """The completed record an earlier attempt wrote: the engine replays it, instead of
+    running the action. None: the action runs."""
+    calls: list[DurableCall] | None
+    """The durable calls the log held for the execution when it was looked up (its run may
+    have been reached by an earlier attempt), for its recorder; None: not looked for."""
 
 
 def now_ms() -> int:
@@ -175,7 +188,6 @@ class ActionJournal:
         self.replayed_actions = 0
         self.reused_calls = 0
         self.pruned = 0
-        self._preloaded: tuple[ActionIdentity, list[DurableCall]] | None = None
         self._closed = False
         marker = JobMarker(job, generated_name, retention_ms, self.started_ms)
         self._heartbeat = JobHeartbeat(log, marker, clock, retention_ms / 4000)
@@ -243,16 +255,20 @@ class ActionJournal:
         reached = self._index.get(canonical)
         return reached is not None and run_sequence <= reached
 
-    def completed(self, identity: ActionIdentity) -> ActionRecord | None:
-        """The completed record of ``identity`` if an earlier attempt wrote one.
+    def lookup(self, key: Any, run_sequence: int, step: int, action: str) -> Lookup:
+        """The one question the engine asks of each execution of an action: its identity
+        (the key spelled once), the completed record an earlier attempt wrote, if any, and
+        the recorded calls its recorder starts from (``recorder``).
+
+        The log is read only for a run at or below its key's entry in the run index.
 
         Raises:
-            ActionLogError: the log failed.
+            ActionLogError: the log failed, now or when the writer wrote earlier records.
         """
         self.check()
-        self._preloaded = None
-        if not self.may_have_records(identity):
-            return None
+        identity = ActionIdentity(self.job, key_text(key), run_sequence, step, action)
+        if not self._index or not self._reached(identity.key, run_sequence):
+            return Lookup(identity, None, None)
         # Record, calls, then the record again if there were no calls: a completion written
         # meanwhile (by a writer of an earlier attempt) swaps calls for the record in one
         # transaction, so the action is either replayed or re-executed with its calls.
@@ -264,8 +280,7 @@ class ActionJournal:
             if not calls:
                 record = self._look_up(identity)
             if record is None:
-                self._preloaded = (identity, calls)  # for the recorder that follows
-                return None
+                return Lookup(identity, None, calls)
         self.replayed_actions += 1
         logger.info(
             "replaying action %r of key %s (run %d, step %d) from the action log",
@@ -274,27 +289,28 @@ class ActionJournal:
             identity.run_sequence,
             identity.step,
         )
-        return record
+        return Lookup(identity, record, None)
 
     def _look_up(self, identity: ActionIdentity) -> ActionRecord | None:
         self.reads += 1
         with self._operation("looking up a completed action"):
             return self.log.completed(identity)
 
-    def recorder(self, identity: ActionIdentity, look_up: bool) -> CallRecorder:
-        """The durable-call recorder of one execution of an action. Its recorded calls are
-        loaded when an earlier attempt may have written some (the run index) or when
-        ``look_up`` says an earlier execution in this attempt failed after making calls.
+    def recorder(self, lookup: Lookup, look_up: bool) -> CallRecorder:
+        """The durable-call recorder of the execution ``lookup`` answered for. It starts
+        from the calls ``lookup`` loaded (an earlier attempt may have written some: the run
+        index); else, when ``look_up`` says an earlier execution in this attempt failed
+        after making calls, from those the log holds now.
 
         Raises:
             ActionLogError: the log failed.
         """
         self.check()
-        preloaded, self._preloaded = self._preloaded, None
+        identity = lookup.identity
         recorded: list[DurableCall] = []
-        if preloaded is not None and preloaded[0] == identity:
-            recorded = preloaded[1]  # loaded by ``completed`` just now
-        elif look_up or self.may_have_records(identity):
+        if lookup.calls is not None:
+            recorded = list(lookup.calls)  # the recorder's own: it drops the calls that differ
+        elif look_up:
             self.reads += 1
             with self._operation("loading the recorded durable calls"):
                 recorded = self.log.calls(identity)

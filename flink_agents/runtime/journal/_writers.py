@@ -27,7 +27,7 @@ action goes on past that call"):
   answered from it. The memory and events the engine applies after ``complete`` returns are
   Flink state, rolled back with it; a checkpoint taken after them does not replay the run.
 - A failure of the writer is kept and raised, as the ``ActionLogError`` naming the log, from
-  the next operation of the operator thread (``complete``, ``completed``, ``recorder``,
+  the next operation of the operator thread (``complete``, ``lookup``, ``recorder``,
   ``maybe_prune``) and from ``flush`` and ``close``: the job fails as with any failure of
   the log. ``record_call`` does not raise it: a paid call's result is still recorded if the
   log takes it, so the restored attempt need not pay for it again.
