@@ -38,8 +38,8 @@ from typing import Any, NamedTuple, Protocol
 from flink_agents.api import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import RunEngine, RunState, StepResult, Suspended
-from flink_agents.runtime._journal import CallFuture
 from flink_agents.runtime._records import failed_run
+from flink_agents.runtime.journal import CallFuture
 
 logger = logging.getLogger(__name__)
 

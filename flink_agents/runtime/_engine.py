@@ -34,7 +34,6 @@ from flink_agents.runtime._context import (
     DirectActionContext,
 )
 from flink_agents.runtime._event_log import EventLog
-from flink_agents.runtime._journal import ActionJournal, CallRecorder
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
@@ -44,6 +43,7 @@ from flink_agents.runtime.action_log import (
     ActionRecord,
     UnstorableValueError,
 )
+from flink_agents.runtime.journal import ActionJournal, CallRecorder, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop
@@ -421,15 +421,19 @@ class RunEngine:
         return step, action
 
     def _writer_identity(
-        self, key: Any, sequence: int, step: int, action: str
+        self, key: Any, sequence: int, step: int, action: str, lookup: Lookup | None = None
     ) -> tuple[Any, ...]:
         """What long-term items an action writes derive their ids from: its action-log
-        identity, or without a log this engine's id (a retry repeats it, another process
-        does not) with the key, run, step and action."""
+        identity (``lookup``'s, when the journal was asked for the execution), or without
+        a log this engine's id (a retry repeats it, another process does not) with the key,
+        run, step and action."""
         if self.journal is not None:
-            identity = self.journal.identity(key, sequence, step, action)
-            # Its fields in order; ``dataclasses.astuple`` gave the same, at about a sixth
-            # of the cost of a long-term ``add`` (it copies recursively).
+            if lookup is not None:
+                identity = lookup.identity
+            else:
+                identity = self.journal.identity(key, sequence, step, action)
+            # Its fields in order, read one by one: ``dataclasses.astuple`` copies
+            # recursively (``bench/RESULTS.md``).
             return (
                 identity.job,
                 identity.key,
@@ -440,16 +444,18 @@ class RunEngine:
         return (self._engine_id, key_text(key), sequence, step, action)
 
     def _new_recorder(
-        self, key: Any, sequence: int, step: int, action: str, retried: bool
+        self, key: Any, sequence: int, step: int, action: str, retried: bool, lookup: Lookup | None
     ) -> CallRecorder:
         """The durable-call recorder of one action execution (its recorded calls loaded
-        when an earlier execution may have made some).
+        when an earlier execution may have made some), from what the journal answered for
+        it (``lookup``), asked here for a context made without asking (the plain lane).
 
         Raises:
             ActionLogError: the log failed.
         """
-        identity = self.journal.identity(key, sequence, step, action)
-        return self.journal.recorder(identity, look_up=retried)
+        if lookup is None:
+            lookup = self.journal.lookup(key, sequence, step, action)
+        return self.journal.recorder(lookup, look_up=retried)
 
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
@@ -494,12 +500,12 @@ class RunEngine:
             if len(group) > 1:
                 return self._start_group(run, group, sensory, short_term)
         step = run.steps + 1
-        journal = self.journal
-        if journal is not None:
-            record = self._recorded(run, step, action)
-            if record is not None:
-                return self._replay(run, record, sensory, short_term)
-        context = self._context(run, action, step, sensory, short_term)
+        lookup = None
+        if self.journal is not None:
+            lookup = self._lookup(run, step, action)
+            if lookup.record is not None:
+                return self._replay(run, lookup.record, sensory, short_term)
+        context = self._context(run, action, step, sensory, short_term, lookup)
         try:
             result = action.function(pending.event, context)
         except Exception as error:
@@ -715,19 +721,16 @@ class RunEngine:
         done, outputs, stopped = self.run_plain(run, sensory, short_term)
         return 1 + done, [*outcome.outputs, *outputs], stopped
 
-    def _recorded(self, run: RunState, step: int, action: BoundAction) -> ActionRecord | None:
-        """The action log's record of this step, when an earlier attempt completed it.
+    def _lookup(self, run: RunState, step: int, action: BoundAction) -> Lookup:
+        """The journal's answer for this step, asked once: its identity, and the record to
+        replay when an earlier attempt completed it (``Lookup``).
 
         Raises:
             ActionLogError: the log failed (the job fails, whatever the error policy: it
                 is not the action's failure).
         """
-        journal = self.journal
-        journal.check()
-        if not journal.may_replay(run.key, run.sequence):
-            return None
         step, name = self._identity_of(run, step, action.name)
-        return journal.completed(journal.identity(run.key, run.sequence, step, name))
+        return self.journal.lookup(run.key, run.sequence, step, name)
 
     def _context(
         self,
@@ -736,13 +739,15 @@ class RunEngine:
         step: int,
         sensory: StateMap,
         short_term: StateMap,
+        lookup: Lookup | None = None,
     ) -> ActionContext:
-        """A fresh context for executing ``action`` as step ``step`` of ``run``."""
+        """A fresh context for executing ``action`` as step ``step`` of ``run`` (``lookup``:
+        what the journal answered for it)."""
         name = action.name
         config = self._configs[name]
         if type(run) is not RunState:
             step, name = self._identity_of(run, step, name)
-        return ActionContext(
+        context = ActionContext(
             run.key,
             sensory,
             short_term,
@@ -751,6 +756,9 @@ class RunEngine:
             (run.sequence, step, name),
             run.attempts > 0,
         )
+        if lookup is not None:
+            context.lookup = lookup
+        return context
 
     def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:
         """Continue a suspended action (or group) whose future is done (same maps as its
@@ -829,7 +837,11 @@ class RunEngine:
                 if recorder is not None:
                     identity, calls = recorder.identity, recorder.calls
                 else:
-                    identity, calls = self.journal.identity(context.key, *context.origin), []
+                    lookup = context.lookup
+                    if lookup is not None:
+                        identity, calls = lookup.identity, []
+                    else:
+                        identity, calls = self.journal.identity(context.key, *context.origin), []
                 sensory, short_term = context.maps
                 previous = (
                     _previous_values(sensory_delta, sensory),
@@ -898,13 +910,15 @@ class RunEngine:
             if index in settled:  # completed before the group failed: not run again
                 member.result = settled[index]
                 continue
+            lookup = None
             if self.journal is not None:
-                record = self._recorded(run, step, member.action)
-                if record is not None:
+                lookup = self._lookup(run, step, member.action)
+                if lookup.record is not None:
+                    record = lookup.record
                     member.result = (record.sensory, record.short_term, record.events, True)
                     continue
             context = member.context = self._context(
-                run, member.action, step, sensory, short_term
+                run, member.action, step, sensory, short_term, lookup
             )
             try:
                 result = member.action.function(pending.event, context)

@@ -33,12 +33,12 @@ from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._input_order import InputOrder
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, rejected, take_key
 from flink_agents.runtime.action_log import open_action_log
+from flink_agents.runtime.journal import ActionJournal
 
 
 class _Channel:

@@ -16,10 +16,10 @@ import pytest
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime.held_agents import (
     HeldAgent,
     RecordingTimers,

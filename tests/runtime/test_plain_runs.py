@@ -13,9 +13,9 @@ import pytest
 
 from flink_agents._ids import key_text
 from flink_agents.runtime import AgentOptions, LocalRunner
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import ERRORS
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime import agents, sub_agent_agents
 
 CASES = {

@@ -36,13 +36,13 @@ from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._event_log import configured_event_log
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._persisted import decode_control, encode_control
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.flink._metrics import FlinkMetricsMirror
 from flink_agents.runtime.flink._script import ScriptCode
+from flink_agents.runtime.journal import ActionJournal
 
 DRAIN_TIMESTAMP = 2**62
 ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
