@@ -269,9 +269,8 @@ class LocalRunner:
                 return
             parked = self.driver.parked
             if parked:
-                futures = [p.suspension.future for p in parked.values()]
-                wait(futures, return_when=FIRST_COMPLETED)
-                for key in [k for k, p in parked.items() if p.suspension.future.done()]:
+                wait(parked.futures(), return_when=FIRST_COMPLETED)
+                for key in parked.keys_done():
                     self._call(key, self.driver.on_timer(key, *self._of(key)))
                 continue
             if not self._timers:
@@ -351,8 +350,7 @@ class LocalRunner:
         self._fire_due()
         while self._ready:
             key = self._ready.popleft()
-            parked = self.driver.parked.get(key)
-            if parked is not None and parked.suspension.future.done():
+            if self.driver.parked.call_done(key):
                 self._call(key, self.driver.on_timer(key, *self._of(key)))
 
     def _state(self, key: Any) -> LocalKeyState:
@@ -404,9 +402,9 @@ class LocalRunner:
     def _watch(self, key: Any) -> None:
         """Have ``key``'s durable call, if it parked on one, mark the key ready when done."""
         parked = self.driver.parked.get(key)
-        if parked is None or id(parked.suspension.future) in self._watched:
+        if parked is None or id(parked.future) in self._watched:
             return
-        future = parked.suspension.future
+        future = parked.future
         self._watched.add(id(future))
 
         def ready(_: Any) -> None:
