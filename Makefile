@@ -27,12 +27,12 @@ test: $(VENV)/.installed-test
 # The quick suite on Python 3.12 (the other Python we support), in a venv of its own: the
 # public API, plans, the local runner, parity in both execution modes, one-file jobs,
 # recovery in MiniCluster (the standalone cluster's kill test runs in `make test` only), and
-# the golden state and id values.
+# the golden state and id values, and the shared vector store (it hung a 3.12 CI once).
 PYTHON312 ?= $(shell bash .ci/find-python 3.12)
 VENV312 := .venv-3.12
 QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py \
 	tests/runtime/flink/test_parity.py tests/runtime/flink/test_script_jobs.py tests/recovery \
-	tests/runtime/golden tests/test_ids.py
+	tests/runtime/golden tests/test_ids.py tests/integrations/vector_stores/test_shared.py
 
 $(VENV312)/bin/python:
 	@test -n "$(PYTHON312)" || { echo "no Python 3.12 interpreter found (set PYTHON312=...)"; exit 1; }
@@ -42,12 +42,8 @@ $(VENV312)/.installed-test: pyproject.toml | $(VENV312)/bin/python
 	$(VENV312)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
-# test_long_term_batching is left out on 3.12 until its known defect there is fixed: a
-# process-mode worker cancelled on a failover can leave the shared vector store's address
-# bound (3.12 refuses new threads at interpreter shutdown), and later openers wait on it.
 test-py312: $(VENV312)/.installed-test
-	$(VENV312)/bin/pytest $(QUICK_SUITE) --ignore=tests/recovery/test_cluster_kill.py \
-		--ignore=tests/recovery/test_long_term_batching.py
+	$(VENV312)/bin/pytest $(QUICK_SUITE) --ignore=tests/recovery/test_cluster_kill.py
 
 # A standalone Flink cluster on loopback from the pyflink package's own scripts.
 FLINK = $(BIN)/python -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))'

@@ -8,8 +8,8 @@ knowledge loading imports: start-up, ``bench/RESULTS.md``).
 
 from flink_agents._lazy import lazy_attributes
 from flink_agents.runtime._engine import PendingAction, RunEngine, RunState, StepResult
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._options import AgentOptions, load_options
+from flink_agents.runtime.journal import ActionJournal
 
 __getattr__ = lazy_attributes(
     globals(),

@@ -33,8 +33,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from flink_agents._ids import digest_args
-from flink_agents.runtime._journal import CallFuture, CallSlot
 from flink_agents.runtime._metrics import AgentMetrics
+from flink_agents.runtime.journal import CallFuture, CallSlot
 
 logger = logging.getLogger(__name__)
 

@@ -30,10 +30,10 @@ from flink_agents.memory import (
     MemoryDelta,
     StateMap,
 )
-from flink_agents.runtime._journal import CallFuture, CallRecorder, CallSlot
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
+from flink_agents.runtime.journal import CallFuture, CallRecorder, CallSlot, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: a Flink operator's start need not)
     from flink_agents.runtime._call_loop import CallLoop
@@ -65,8 +65,9 @@ class ActionServices:
     is made per action execution, on the hot path, and sets a few fields, not a dozen.
 
     ``recorder`` makes an execution's call recorder (None: no action log) and ``identity``
-    the identity of its writes outside Flink, both from the key and the context's origin
-    (the recorder also from ``retried``); ``executor`` returns the executor of durable
+    the identity of its writes outside Flink, both from the key, the context's origin and
+    what the journal answered for it (``ActionContext.lookup``; the recorder also from
+    ``retried``); ``executor`` returns the executor of durable
     calls (made on first use) and ``call_loop`` the event loop of ``async def`` ones;
     ``sub_runs`` returns the runner of ``ctx.run_agent``."""
 
@@ -85,10 +86,10 @@ class ActionServices:
         self,
         resources: ResourceCache,
         executor: Callable[[], Executor],
-        recorder: Callable[[Any, int, int, str, bool], CallRecorder] | None = None,
+        recorder: Callable[[Any, int, int, str, bool, Lookup | None], CallRecorder] | None = None,
         *,
         long_term: LongTermProvider | None = None,
-        identity: Callable[[Any, int, int, str], Sequence[str | int]] | None = None,
+        identity: Callable[[Any, int, int, str, Lookup | None], Sequence[str | int]] | None = None,
         sub_runs: Callable[[], Any] | None = None,
         metrics: AgentMetrics | None = None,
         call_loop: Callable[[], CallLoop] | None = None,
@@ -115,6 +116,10 @@ class ActionContext(RunnerContext):
     """Whether the latest durable call was answered from the action log (built-in
     actions count a model's tokens only when it was really called)."""
     _sub_calls = 0
+    lookup: Lookup | None = None
+    """What the action journal answered for this execution (``ActionJournal.lookup``),
+    when the engine asked before running it: its recorder and write identity start from
+    it. None: not asked (no log, or the plain lane: asked when first needed)."""
     _sensory_buffer: BufferedState | None = None
     _short_term_buffer: BufferedState | None = None
 
@@ -158,7 +163,9 @@ class ActionContext(RunnerContext):
         """The recorder of this execution's durable calls, made on first use (None without
         an action log). Made lazily: an action that calls nothing never needs one."""
         if self.recorder is None and self._services.recorder is not None:
-            self.recorder = self._services.recorder(self._key, *self.origin, self._retried)
+            self.recorder = self._services.recorder(
+                self._key, *self.origin, self._retried, self.lookup
+            )
         return self.recorder
 
     def landing(self) -> Future[None] | None:
@@ -174,7 +181,7 @@ class ActionContext(RunnerContext):
         if self._ids is None:
             identity = self._services.identity
             if identity is not None:
-                identity = partial(identity, self._key, *self.origin)
+                identity = partial(identity, self._key, *self.origin, self.lookup)
             self._ids = IdMinter(identity)
             self.wrote_outside = True
         return self._ids

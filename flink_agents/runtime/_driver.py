@@ -6,8 +6,10 @@ state and timers: a record arrived (``on_record``), a timer the driver asked for
 run sequence and start, stepping the engine, parking a run whose async action awaits a
 durable call and resuming it, inputs queued behind a parked run, every error policy,
 backpressure, runs restored from a checkpoint, the drain at the end of input, memory
-snapshots and action-log pruning. What it emits (outputs, and side outputs tagged with the
-channels the runner gave it) comes back from each callback as an iterator.
+snapshots and action-log pruning. Parked runs, their polls, the bounds on their calls and
+the backpressure those make are one object it holds, ``ParkedRuns`` (``runtime/_parking.py``).
+What it emits (outputs, and side outputs tagged with the channels the runner gave it) comes
+back from each callback as an iterator.
 
 The Flink dispatcher is a thin adapter from PyFlink's callbacks and keyed state to it; the
 local runner drives it over dicts and a simulated clock. So an option or a policy means the
@@ -23,62 +25,24 @@ changed key written once, when the callback ends.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, wait
+from collections.abc import Iterable, Iterator
+from concurrent.futures import wait
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from flink_agents.api import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
-from flink_agents.runtime._engine import (
-    Done,
-    Outcome,
-    Parked,
-    RunEngine,
-    RunState,
-    StepResult,
-    Suspended,
-)
-from flink_agents.runtime._journal import CallFuture
+from flink_agents.runtime._engine import Done, Outcome, Parked, RunEngine, RunState, StepResult
+from flink_agents.runtime._parking import ParkedRun, ParkedRuns
 from flink_agents.runtime._records import failed_run
 
 logger = logging.getLogger(__name__)
 
-_STEADY_AFTER_CALLS = 8
-"""Calls of an action after which its latency counts as known (see ``_Polling``)."""
-
-_SAFETY_POLL_MS = 1000
-"""With ``resume_elsewhere``: how long after it parks (and then how often) a run's own timer
-wakes it, whatever the shared polls do (``KeyDriver._poll_shared``). What it is for: a
-parked run restored from a checkpoint has only its own key's timers, and an input that has
-gone quiet has no other callback to resume it from."""
-
-_STARTS_FIRST_QUIET_S = 0.005
-_STARTS_FIRST_AT_MOST_S = 0.05
-"""How long a finished call's run may wait while new runs start calls, and how recently one
-must have for them to go first (``KeyDriver.resume_now``)."""
-
-_STARTS_FIRST_FULL_S = 1.0
-"""How recently every place for a call must have been taken for new runs to go first
-(``KeyDriver.resume_now``): the input fills them, so it has records waiting for them."""
-
 _PRUNE_EVERY = 64
 """Records between two asks whether the action log is due for pruning (it is at most every
 quarter of its retention period, minutes by default; asking costs a clock read)."""
-
-
-class ParkedRun(NamedTuple):
-    """A run parked on durable work: its state (also in the key's control value) and its
-    live suspension, which is never checkpointed."""
-
-    run: RunState
-    suspension: Suspended
 
 
 @dataclass
@@ -119,33 +83,6 @@ def _flush(
     state.set_control(control)
 
 
-class _CallTimes:
-    """Per action, what a driver has seen of how long its durable calls take. (One object
-    rather than three attributes of the driver: see ``KeyDriver``.)"""
-
-    __slots__ = ("expected_ms", "overshoot_ms", "timed")
-
-    def __init__(self) -> None:
-        self.expected_ms: dict[str, float] = {}
-        """A moving average of how long the action's calls take to finish."""
-        self.timed: dict[str, int] = {}
-        """How many of the action's calls ``expected_ms`` has seen (up to a few)."""
-        self.overshoot_ms: dict[str, float] = {}
-        """A moving average of how far past ``expected_ms`` the action's calls end."""
-
-
-class _Polling:
-    """How a parked run is being polled: checks so far, when its call should end, and
-    whether to check once early (a call that ends at once) before that."""
-
-    __slots__ = ("check_early", "expected_at_ms", "polls")
-
-    def __init__(self, parked_at_ms: int, expected_ms: float | None, check_early: bool) -> None:
-        self.polls = 0
-        self.expected_at_ms = None if expected_ms is None else parked_at_ms + round(expected_ms)
-        self.check_early = check_early or expected_ms is None
-
-
 class KeyState(Protocol):
     """One key's state, as the runner keeps it (dicts locally, keyed state on Flink).
     ``batch_puts`` (optional, False if absent): the memory maps' ``put_all`` writes several
@@ -181,7 +118,7 @@ class Timers(Protocol):
 
     def cancel(self, due_ms: int) -> None:
         """Forget this key's wake-up at ``due_ms`` (only runners that resume parked runs
-        from other keys' callbacks need it: see ``KeyDriver.resume_elsewhere``)."""
+        from other keys' callbacks need it: see ``ParkedRuns.resume_elsewhere``)."""
         ...
 
 
@@ -199,38 +136,9 @@ class KeyDriver:
         self.options = engine.options
         self.errors = errors
         self.snapshots = snapshots
-        self.parked: dict[Any, ParkedRun] = {}
-        """Runs waiting on a durable call in this process (never checkpointed)."""
-        self._caches: dict[Any, tuple[CachedState, CachedState]] = {}
-        """The memory caches of parked runs (flushed; kept for their action's context)."""
-        self._in_flight: set[Future[Any]] = set()
-        """The futures of parked runs' durable calls that are still running: an ended call
-        leaves it (``CallFuture``) before its outcome is stored and its run may resume."""
-        self._storing: set[Future[Any]] = set()
-        """Futures of parked runs waiting for their long-term items to be stored (bounded by
-        ``long-term-memory-max-storing``, not ``max-in-flight``); guarded like ``_in_flight``."""
-        self._call_ended = threading.Condition(threading.Lock())
-        """Notified (on an executor thread) whenever a call leaves ``_in_flight``; guards it."""
-        self._calls_ended = 0
-        self._polls: dict[Any, _Polling] = {}
-        self._call_times = _CallTimes()
-        self._due: dict[Any, list[int]] = {}
-        """Per key, the processing-time timers this driver registered that have not fired
-        yet, latest first (so the next to fire is last)."""
-        self._shared_polls: list[tuple[int, int, Any, _Polling | None]] = []
-        """With ``resume_elsewhere``: a heap of the parked runs' next polls, ``(due_ms, tie,
-        key, polling)``, served by the shared timers (``_poll_shared``); ``polling`` None is
-        a wake-up for ready runs left for later (``wake_soon``)."""
-        self._armed: list[int] = []
-        """The shared timers registered and not yet fired, soonest first."""
-        self._armed_on: dict[int, Any] = {}
-        """The key each shared timer was registered on, by due time."""
-        self._tie = itertools.count()
-        self._parked_at = 0.0
-        """When (``time.monotonic()``) a run last parked on a durable call."""
-        self._full_at = -_STARTS_FIRST_FULL_S
-        """When (``time.monotonic()``) every place for a call was last seen taken."""
-        self._queued = 0  # inputs waiting behind parked runs (this process's estimate)
+        self.parked = ParkedRuns(self.options)
+        """Runs waiting on durable work in this process (never checkpointed), their polls
+        and the bounds on their calls."""
         self._until_prune = 1  # records until the next ``maybe_prune`` (the first asks)
         self._keys: dict[Any, _KeyCache] = {}
         """Recently seen keys, at most ``state-cache-keys`` of them: in the order first
@@ -242,13 +150,8 @@ class KeyDriver:
         self._keys_limit = self.options.state_cache_keys
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
-        self.ready: deque[tuple[Any, Any, float]] | None = None
-        """With ``resume_elsewhere``: ``(key, handle, when)`` of each parked run whose call
-        has finished (``when``: ``time.monotonic()`` then), appended on the executor's
-        thread, oldest first."""
-        self._key_handle: Callable[[], Any] | None = None
         self.metrics = engine.metrics
-        self.metrics.watch(lambda: len(self.parked), lambda: len(self._in_flight))
+        self.metrics.watch(self.parked.__len__, self.parked.calls_in_flight)
         self.event_log = engine.event_log
         self._plain_runs = not (
             self.event_log.enabled or self.options.memory_snapshots or engine.records_all
@@ -268,7 +171,7 @@ class KeyDriver:
             self._until_prune -= 1
             if self._until_prune <= 0:
                 self._until_prune = _PRUNE_EVERY
-                pruned = journal.maybe_prune(self._oldest_in_flight)
+                pruned = journal.maybe_prune(self.parked.oldest_call_ms)
                 if pruned:
                     self.metrics.log_pruned(pruned)
         # ``_known`` and ``_control``, inlined for a key seen before (once per record).
@@ -282,8 +185,7 @@ class KeyDriver:
         if control is None:
             control = self._control(key, state, known)
         if control.run is None:
-            if self._in_flight or self._storing:
-                self._respect_in_flight_limit()
+            self.parked.wait_for_free_slot()
             if self._plain_runs and known is not None and known.sensory is not None:
                 return self._run_plain(key, record, control, state, timers, known)
             return self._drive(key, control, state, timers, record=record, known=known)
@@ -299,7 +201,7 @@ class KeyDriver:
         known: _KeyCache,
     ) -> Iterable[Any]:
         """A new run of a key seen before, for the common run whose actions are all plain
-        (``RunEngine.run_new``): what ``_drive`` does for it, without a generator. A run
+        (``RunEngine.begin``): what ``_drive`` does for it, without a generator. A run
         that needs more (an async action, a failure, a replay) goes on in ``_drive``, from
         where its plain actions stopped."""
         sensory, short_term = known.sensory, known.short_term
@@ -328,11 +230,11 @@ class KeyDriver:
         parked = self.parked.get(key)
         state.push_pending(record)
         control.pending += 1
-        self._queued += 1
-        if parked is not None and parked.suspension.future.done():
+        self.parked.input_queued()
+        if parked is not None and parked.future.done():
             # The key's durable call is already done: resume its run now rather than at the
             # next poll; this record runs when it ends.
-            self._unpark(key)
+            self.parked.unpark(key)
             yield from self._drive(key, control, state, timers, resume=parked)
             return
         if parked is None:
@@ -342,17 +244,15 @@ class KeyDriver:
             if timers.now_ms() >= control.run.retry_at_ms:
                 yield from self._drive(key, control, state, timers)
                 return
-            self._wake_at(key, control.run.retry_at_ms, timers)
+            self.parked.wake_at(key, control.run.retry_at_ms, timers)
             self._wake_at_end(key, timers)
         self._set_control(key, state, control)
-        self._slow_down_while_queues_grow()
+        self.parked.slow_down_while_queues_grow()
 
     def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
         """A timer of ``key`` fired: resume its parked run if its call is done, retry its
         failed action if the backoff is over, or poll again later."""
-        now_ms = timers.now_ms()
-        shared = self.ready is not None and self._serve_shared_polls(key, now_ms, timers)
-        self._timer_fired(key, now_ms, shared)
+        self.parked.timer_fired(key, timers)
         return self._wake(key, state, timers, draining=False)
 
     def on_end_of_input(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
@@ -360,38 +260,14 @@ class KeyDriver:
         (and retry backoffs) on this thread."""
         return self._wake(key, state, timers, draining=True)
 
-    def resume_elsewhere(self, key_handle: Callable[[], Any]) -> None:
-        """Let the runner resume a parked run as soon as its call has finished, from any
-        key's callback, rather than at the run's next poll (each poll is a timer: a
-        callback of its own). ``key_handle`` is called when a run parks, with its key
-        current, and returns what the runner needs to make that key current again; every
-        finished call then appends ``(key, handle, when)`` to ``ready``, and the runner,
-        with ``key`` made current, calls ``on_call_done`` for it (``resume_now`` says when).
-
-        Since any callback then resumes every finished run, the parked runs share their
-        polls (``_poll_shared``): one timer per step of the poll grid at most, registered
-        on whichever key's callback schedules it. Each run also keeps a timer of its own
-        (``_SAFETY_POLL_MS``: it is in Flink state, and wakes the run after a restore), which
-        is cancelled when the run resumes."""
-        self._key_handle = key_handle
-        self.ready = deque()
-
-    def call_done(self, key: Any) -> bool:
-        """Whether ``key`` has a parked run whose call is done: false for a key in ``ready``
-        whose run its own poll or a record of the key has resumed since."""
-        parked = self.parked.get(key)
-        return parked is not None and parked.suspension.future.done()
-
     def on_call_done(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
-        """Resume ``key``'s parked run if its call is done (``call_done``): what its poll
-        would do, now; its pending polls are cancelled. The runner has made ``key``
-        current."""
-        if not self.call_done(key):
+        """Resume ``key``'s parked run if its call is done (``ParkedRuns.call_done``), for a
+        runner that resumes runs from other keys' callbacks (``ParkedRuns.resume_elsewhere``):
+        what its poll would do, now; its pending polls are cancelled. The runner has made
+        ``key`` current."""
+        if not self.parked.call_done(key):
             return iter(())
-        due = self._due.pop(key, None)
-        for due_ms in due or ():
-            if self._armed_on.get(due_ms) != key:  # a shared timer the key also carries
-                timers.cancel(due_ms)
+        self.parked.cancel_timers(key, timers)
         return self._wake(key, state, timers, draining=False)
 
     # -- running ---------------------------------------------------------------------------
@@ -414,18 +290,15 @@ class KeyDriver:
                     time.sleep(remaining_ms / 1000)
                 yield from self._drive(key, control, state, timers, draining=draining)
             else:  # an earlier timer of the key (a poll of its previous run)
-                self._wake_at(key, control.run.retry_at_ms, timers)
+                self.parked.wake_at(key, control.run.retry_at_ms, timers)
             return
-        future = parked.suspension.future
+        future = parked.future
         if not future.done():
             if not draining:
-                if self.ready is None:
-                    self._poll_later(key, self._polls[key], timers)
-                elif key not in self._due:  # its own timer fired: the shared polls go on
-                    self._wake_at(key, timers.now_ms() + _SAFETY_POLL_MS, timers)
+                self.parked.poll_again(key, timers)
                 return
             wait([future])
-        self._unpark(key)
+        self.parked.unpark(key)
         control = self._control(key, state)
         yield from self._drive(key, control, state, timers, draining, resume=parked)
 
@@ -454,9 +327,9 @@ class KeyDriver:
         if known is False:
             known = self._known(key)
         if resume is not None:
-            run, suspension = resume
+            run, suspension = resume.run, resume.suspension
             # The parked action's context reads and writes through the caches it started with.
-            sensory, short_term = self._caches.pop(key)
+            sensory, short_term = resume.sensory, resume.short_term
         else:
             if known is None or known.sensory is None:
                 put_all = getattr(state, "batch_puts", False)
@@ -489,8 +362,8 @@ class KeyDriver:
                         continue
                     yield from outcome.outputs  # of the actions before it stopped
                     if kind is Parked:
-                        self._park(run, outcome.suspension, timers)
-                        self._caches[key] = (sensory, short_term)
+                        self.parked.park(run, outcome.suspension, sensory, short_term, timers)
+                        self._wake_at_end(run.key, timers)
                         control.run = run
                         return
                     error = outcome.error
@@ -543,7 +416,7 @@ class KeyDriver:
                 if control.pending == 0:
                     return
                 control.pending -= 1
-                self._queued = max(0, self._queued - 1)
+                self.parked.queued_input_started()
                 run = self._start(key, control, state.pop_pending())
         finally:  # Flink's state is complete whenever this callback returns
             # (nothing to do for a map the callback did not change)
@@ -656,256 +529,10 @@ class KeyDriver:
             # before its backoff is over.
             run.retry_at_ms = timers.now_ms() + backoff + 1
             run.parked = True
-            self._wake_at(run.key, run.retry_at_ms, timers)
+            self.parked.wake_at(run.key, run.retry_at_ms, timers)
             self._wake_at_end(run.key, timers)
             return True
         return False
-
-    def _park(self, run: RunState, suspension: Suspended, timers: Timers) -> None:
-        self.parked[run.key] = ParkedRun(run, suspension)
-        future, action = suspension.future, suspension.action
-        if getattr(suspension, "storing", False):
-            # Timed apart from the action's calls: a store takes a batch's time, not a call's.
-            action = f"{action} (storing)"
-            in_flight = self._storing
-        else:
-            in_flight = self._in_flight
-        with self._call_ended:
-            in_flight.add(future)
-        started = self._parked_at = time.monotonic()
-        if not self.has_free_slot():
-            self._full_at = started
-        times = self._call_times
-        expected, timed, overshoot = times.expected_ms, times.timed, times.overshoot_ms
-        ready = self.ready
-        key, handle = run.key, None if ready is None else self._key_handle()
-
-        # The call's place among max-in-flight is free once the call has ended: with an
-        # action log (``CallFuture``) that is before its outcome is stored and the future
-        # done (2-5 ms earlier at 256 in flight: about a point of the rate there).
-        ends_apart = type(future) is CallFuture
-
-        def release(future: Future[Any]) -> None:
-            with self._call_ended:
-                in_flight.discard(future)
-                self._calls_ended += 1
-                self._call_ended.notify()
-
-        def done(future: Future[Any]) -> None:  # on the executor's thread
-            now = time.monotonic()
-            if ready is not None:  # before the operator may wake (just below) and look
-                ready.append((key, handle, now))
-            if not ends_apart:
-                release(future)
-            took_ms = (now - started) * 1000
-            estimate = expected.get(action)
-            # Down at once, up by a quarter of the difference: an estimate that rarely lies
-            # after a call's end, so waiting for it seldom delays a resume.
-            if estimate is None or took_ms < estimate:
-                expected[action] = took_ms
-            else:
-                expected[action] = estimate + (took_ms - estimate) / 4
-            if estimate is not None:
-                past = max(0.0, took_ms - estimate)
-                average = overshoot.get(action, past)
-                overshoot[action] = average + (past - average) / 8
-            if timed.get(action, 0) < _STEADY_AFTER_CALLS:
-                timed[action] = timed.get(action, 0) + 1
-
-        if ends_apart:
-            future.add_ended_callback(release)
-        future.add_done_callback(done)
-        run.parked = True
-        polling = _Polling(
-            timers.now_ms(),
-            self._first_check_ms(action),
-            # Once the action has shown its latency, a call that ends within the first
-            # interval would be a first: skip that check (a callback per run).
-            check_early=self._call_times.timed.get(action, 0) < _STEADY_AFTER_CALLS,
-        )
-        self._polls[run.key] = polling
-        if ready is None:
-            self._poll_later(run.key, polling, timers)
-        else:
-            self._poll_shared(run.key, polling, timers)
-            self._wake_at(run.key, timers.now_ms() + _SAFETY_POLL_MS, timers)
-        self._wake_at_end(run.key, timers)
-
-    def _first_check_ms(self, action: str) -> float | None:
-        """When, after it parks, to check a run of ``action`` first, if its calls have shown
-        how long they take: the earliest they have recently ended (``expected_ms``) plus
-        twice how far past it they end on average, so that a steady action's runs are
-        mostly resumed by that one check rather than by the backoff step after it (each
-        check is a timer, a Python callback); the margin is at most a twentieth of the
-        expected time (or one poll interval), so an action of varied latency keeps
-        resuming its quick calls early."""
-        expected = self._call_times.expected_ms.get(action)
-        if expected is None:
-            return None
-        past = self._call_times.overshoot_ms.get(action)
-        if not past:
-            return expected
-        return expected + min(2 * past, max(self.options.async_poll_interval_ms, expected / 20))
-
-    def _unpark(self, key: Any) -> None:
-        del self.parked[key]
-        self._polls.pop(key, None)
-
-    def _poll_later(self, key: Any, polling: _Polling, timers: Timers) -> None:
-        """Check a parked run again later. Every timer that fires costs a Python call, and
-        hundreds of parked runs polling every few ms add up, so:
-
-        - without an estimate of the call's duration: a backoff that doubles from
-          ``async-poll-interval-ms`` up to ``async-poll-max-interval-ms``;
-        - with one (the action's recent calls took that long, see ``_park``): one check
-          after the first interval (a call that ended early; not once the action's calls
-          have shown a steady latency), then one when the call is expected to end, then
-          the backoff from its first interval. A call of steady latency is resumed right
-          when it ends, after one or two checks rather than one per backoff step.
-
-        Checks fall on a grid of ``async-poll-interval-ms`` (see ``_wake_at``).
-        """
-        due, at_expected = self._next_poll(polling, timers.now_ms())
-        if not self._wake_at(key, due, timers):
-            return  # an earlier timer of the key comes first: decide again then
-        self._polled(polling, at_expected)
-
-    def _next_poll(self, polling: _Polling, now: int) -> tuple[int, bool]:
-        """When to check a parked run next (``_poll_later``'s schedule), and whether that is
-        the check at its expected end."""
-        options = self.options
-        interval = min(
-            options.async_poll_max_interval_ms,
-            options.async_poll_interval_ms * 2**polling.polls,
-        )
-        due = now + interval
-        expected = polling.expected_at_ms
-        if expected is not None and now < expected and (polling.polls or not polling.check_early):
-            due = expected  # skip the backoff steps before the expected end
-        at_expected = expected is not None and now < expected <= due
-        if at_expected:
-            due = expected
-        return due, at_expected
-
-    @staticmethod
-    def _polled(polling: _Polling, at_expected: bool) -> None:
-        """A check is scheduled: the backoff goes on from it."""
-        if at_expected:
-            polling.expected_at_ms = None
-            polling.polls = 0
-        else:
-            polling.polls += 1
-
-    def _poll_shared(self, key: Any, polling: _Polling, timers: Timers) -> None:
-        """``_poll_later`` for a runner that resumes parked runs from any key's callback
-        (``resume_elsewhere``): any timer that fires resumes every run whose call is done,
-        so the parked runs share their polls. Each run's next check goes into one schedule
-        (``_shared_polls``), and a timer is registered, on the key of the callback at hand,
-        only when no shared timer comes by then: at most one per step of the grid,
-        whatever the number of parked runs, where one timer per run fired (256 runs parked
-        together in the first 75 ms of a job made some 800 timer callbacks in its first
-        300 ms, each a Python call between records: ``bench/RESULTS.md``). When a shared
-        timer fires, ``_serve_shared_polls`` checks every run due by then and schedules the
-        next checks of those still running. Each run keeps one timer of its own, at
-        ``_SAFETY_POLL_MS`` (see there)."""
-        self._schedule_shared(key, polling, timers.now_ms())
-        self._arm_shared(key, timers)
-
-    def _schedule_shared(self, key: Any, polling: _Polling, now_ms: int) -> None:
-        """Put the next check of ``key``'s parked run in the shared schedule."""
-        due, at_expected = self._next_poll(polling, now_ms)
-        self._polled(polling, at_expected)
-        heapq.heappush(self._shared_polls, (due, next(self._tie), key, polling))
-
-    def wake_soon(self, key: Any, timers: Timers) -> None:
-        """Have a timer fire within ``async-poll-interval-ms``, from the callback of ``key``
-        at hand (with ``resume_elsewhere``): the runner left ready runs for later and the
-        input may go quiet."""
-        due = timers.now_ms() + self.options.async_poll_interval_ms
-        if self._armed and self._armed[0] <= due:
-            return  # a shared timer comes by then
-        heapq.heappush(self._shared_polls, (due, next(self._tie), key, None))
-        self._arm_shared(key, timers)
-
-    def _arm_shared(self, key: Any, timers: Timers) -> None:
-        """Register a shared timer on ``key`` for the soonest scheduled check, unless one
-        comes by then."""
-        polls = self._shared_polls
-        if not polls:
-            return
-        due_ms = self._on_grid(polls[0][0])
-        armed = self._armed
-        if armed and armed[0] <= due_ms:
-            return
-        armed.insert(0, due_ms)
-        self._armed_on[due_ms] = key
-        timers.wake_at(due_ms)
-
-    def _serve_shared_polls(self, key: Any, now_ms: int, timers: Timers) -> bool:
-        """A timer of ``key`` fired (with ``resume_elsewhere``): forget the shared timers
-        due by now, check every run whose check is due (one whose call is done is in
-        ``ready``, for the runner; one still running gets its next check) and arm the
-        shared timer of the next. Whether a shared timer registered on ``key`` was due."""
-        armed, armed_on = self._armed, self._armed_on
-        # A shared timer due within the grid step counts as fired: were the clocks to
-        # disagree, the next check must not wait on a timer that is gone.
-        grid = self.options.async_poll_interval_ms
-        shared = False
-        while armed and armed[0] < now_ms + grid:
-            if armed_on.pop(armed.pop(0)) == key:
-                shared = True
-        polls, parked = self._shared_polls, self.parked
-        while polls and polls[0][0] < now_ms + grid:
-            _, _, polled, polling = heapq.heappop(polls)
-            if polling is None or self._polls.get(polled) is not polling:
-                continue  # a wake-up, or the run resumed (and maybe parked again) since
-            entry = parked.get(polled)
-            if entry is None or entry.suspension.future.done():
-                continue  # in ``ready`` (or gone)
-            self._schedule_shared(polled, polling, now_ms)
-        self._arm_shared(key, timers)
-        return shared
-
-    def _wake_at(self, key: Any, due_ms: int, timers: Timers) -> bool:
-        """Have ``on_timer`` called for ``key`` at ``due_ms`` or earlier; False when a timer
-        of the key already registered comes by then (nothing registered).
-
-        PyFlink fires a key's timers through Flink's timer service, which hands the
-        operator one mail per distinct timestamp: at one timestamp per parked run, the
-        mails queued behind the input and polls fired up to hundreds of ms late
-        (``bench/RESULTS.md``). So due times are rounded up to a multiple of
-        ``async-poll-interval-ms``: the polls of every key due in one interval fire
-        together. And a key gets no second timer while one comes sooner (the poll of a run
-        resumed by a record, which its next run then inherits)."""
-        due_ms = self._on_grid(due_ms)
-        due = self._due.get(key)
-        if due is None:
-            self._due[key] = [due_ms]
-        elif due[-1] <= due_ms:
-            return False
-        else:
-            due.append(due_ms)
-        timers.wake_at(due_ms)
-        return True
-
-    def _on_grid(self, due_ms: int) -> int:
-        """``due_ms`` rounded up to a multiple of ``async-poll-interval-ms`` (``_wake_at``)."""
-        grid = self.options.async_poll_interval_ms
-        return -(-due_ms // grid) * grid
-
-    def _timer_fired(self, key: Any, now_ms: int, shared: bool = False) -> None:
-        """Forget the key's timers that have fired: those due by now, else (a clock that
-        disagrees, or a runner that calls ``on_timer`` unasked) the next one, unless what
-        fired was a shared timer registered on the key (``shared``)."""
-        due = self._due.get(key)
-        if due is None:
-            return
-        if due[-1] > now_ms and not shared:
-            due.pop()
-        while due and due[-1] <= now_ms:
-            due.pop()
-        if not due:
-            del self._due[key]
 
     def _wake_at_end(self, key: Any, timers: Timers) -> None:
         """Have ``on_end_of_input`` called for ``key`` at the end of input (once per key:
@@ -915,71 +542,3 @@ class KeyDriver:
             timers.wake_at_end()
             if known is not None:
                 known.end_timer = True
-
-    def _oldest_in_flight(self) -> int | None:
-        """When the oldest parked action of this driver started (its partial calls in the
-        action log must outlive any pruning)."""
-        started = [parked.suspension.oldest_call_ms for parked in self.parked.values()]
-        return min((ms for ms in started if ms is not None), default=None)
-
-    def _slow_down_while_queues_grow(self) -> None:
-        """Backpressure for inputs queued behind parked runs: past ``max-in-flight``, wait
-        for a durable call to finish before taking the next record. Without it a bounded
-        input is read at once and its queued runs are left for the final drain, which
-        finishes them one at a time."""
-        # Parked runs whose call is done count too, until a timer resumes them: counting
-        # only running calls let queues grow past the bound while resumes lagged.
-        # Runs parked only until their items are stored have a bound of their own; the
-        # inputs queued behind any parked run count toward max-in-flight, as before.
-        storing = len(self._storing)
-        if (
-            len(self.parked) - storing + self._queued < self.options.max_in_flight
-            and storing < self.options.long_term_memory_max_storing
-        ):
-            return
-        with self._call_ended:
-            if self._in_flight or self._storing:
-                ended = self._calls_ended
-                while self._calls_ended == ended:
-                    self._call_ended.wait()
-
-    def has_free_slot(self) -> bool:
-        """Whether a new run could start a durable call now (``max-in-flight`` and
-        ``long-term-memory-max-storing`` not reached)."""
-        return (
-            len(self._in_flight) < self.options.max_in_flight
-            and len(self._storing) < self.options.long_term_memory_max_storing
-        )
-
-    def resume_now(self, when: float, now: float) -> bool:
-        """Whether a callback resumes a ready run whose call finished at ``when``
-        (``time.monotonic()``; ``now`` likewise) rather than leave it for a later callback:
-        yes while no new run could start a call, once no run has parked for
-        ``_STARTS_FIRST_QUIET_S`` (runs are not starting calls), once it has waited
-        ``_STARTS_FIRST_AT_MOST_S``, and unless every place for a call was taken within the
-        last ``_STARTS_FIRST_FULL_S`` (the input has records waiting for places).
-
-        Under a backlog of input new runs come first: each resume is a callback's worth of
-        work that keeps the calls' places empty, and when many calls end together (runs
-        started together end together), resuming them all first left up to two thirds of
-        the places empty for tens of ms at a time. Without one (the input never fills the
-        places) a new run starts its call as soon as it arrives anyway, and holding ready
-        runs back only delayed them: records every 5 ms with calls of 50 ms waited 51 ms to
-        resume rather than 2 (``bench/RESULTS.md``)."""
-        return (
-            not self.has_free_slot()
-            or now - self._parked_at >= _STARTS_FIRST_QUIET_S
-            or now - when >= _STARTS_FIRST_AT_MOST_S
-            or now - self._full_at >= _STARTS_FIRST_FULL_S
-        )
-
-    def _respect_in_flight_limit(self) -> None:
-        """Block (backpressure) while too many durable calls are running. A condition the
-        calls' done-callbacks notify, rather than ``wait`` on the futures: that costs a lock
-        per future in flight, every time (hundreds at a large ``max-in-flight``)."""
-        if self.has_free_slot():
-            return
-        self._full_at = time.monotonic()
-        with self._call_ended:
-            while not self.has_free_slot():
-                self._call_ended.wait()

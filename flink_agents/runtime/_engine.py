@@ -36,7 +36,6 @@ from flink_agents.runtime._fan_out import (
     StepOutcome,
     Suspended,
 )
-from flink_agents.runtime._journal import ActionJournal, CallRecorder
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
@@ -64,6 +63,7 @@ from flink_agents.runtime.action_log import (
     ActionRecord,
     UnstorableValueError,
 )
+from flink_agents.runtime.journal import ActionJournal, CallRecorder, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop
@@ -199,15 +199,19 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         return step, action
 
     def _writer_identity(
-        self, key: Any, sequence: int, step: int, action: str
+        self, key: Any, sequence: int, step: int, action: str, lookup: Lookup | None = None
     ) -> tuple[Any, ...]:
         """What long-term items an action writes derive their ids from: its action-log
-        identity, or without a log this engine's id (a retry repeats it, another process
-        does not) with the key, run, step and action."""
+        identity (``lookup``'s, when the journal was asked for the execution), or without
+        a log this engine's id (a retry repeats it, another process does not) with the key,
+        run, step and action."""
         if self.journal is not None:
-            identity = self.journal.identity(key, sequence, step, action)
-            # Its fields in order; ``dataclasses.astuple`` gave the same, at about a sixth
-            # of the cost of a long-term ``add`` (it copies recursively).
+            if lookup is not None:
+                identity = lookup.identity
+            else:
+                identity = self.journal.identity(key, sequence, step, action)
+            # Its fields in order, read one by one: ``dataclasses.astuple`` copies
+            # recursively (``bench/RESULTS.md``).
             return (
                 identity.job,
                 identity.key,
@@ -218,16 +222,18 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         return (self._engine_id, key_text(key), sequence, step, action)
 
     def _new_recorder(
-        self, key: Any, sequence: int, step: int, action: str, retried: bool
+        self, key: Any, sequence: int, step: int, action: str, retried: bool, lookup: Lookup | None
     ) -> CallRecorder:
         """The durable-call recorder of one action execution (its recorded calls loaded
-        when an earlier execution may have made some).
+        when an earlier execution may have made some), from what the journal answered for
+        it (``lookup``), asked here for a context made without asking (the plain lane).
 
         Raises:
             ActionLogError: the log failed.
         """
-        identity = self.journal.identity(key, sequence, step, action)
-        return self.journal.recorder(identity, look_up=retried)
+        if lookup is None:
+            lookup = self.journal.lookup(key, sequence, step, action)
+        return self.journal.recorder(lookup, look_up=retried)
 
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""
@@ -272,12 +278,12 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             if len(group) > 1:
                 return self._start_group(run, group, sensory, short_term)
         step = run.steps + 1
-        journal = self.journal
-        if journal is not None:
-            record = self._recorded(run, step, action)
-            if record is not None:
-                return self._replay(run, record, sensory, short_term)
-        context = self._context(run, action, step, sensory, short_term)
+        lookup = None
+        if self.journal is not None:
+            lookup = self._lookup(run, step, action)
+            if lookup.record is not None:
+                return self._replay(run, lookup.record, sensory, short_term)
+        context = self._context(run, action, step, sensory, short_term, lookup)
         try:
             result = action.function(pending.event, context)
         except Exception as error:
@@ -334,19 +340,16 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             return Done(steps + 1, outcome.outputs, run, outcome)
         return Parked(steps, outputs, run, outcome)
 
-    def _recorded(self, run: RunState, step: int, action: BoundAction) -> ActionRecord | None:
-        """The action log's record of this step, when an earlier attempt completed it.
+    def _lookup(self, run: RunState, step: int, action: BoundAction) -> Lookup:
+        """The journal's answer for this step, asked once: its identity, and the record to
+        replay when an earlier attempt completed it (``Lookup``).
 
         Raises:
             ActionLogError: the log failed (the job fails, whatever the error policy: it
                 is not the action's failure).
         """
-        journal = self.journal
-        journal.check()
-        if not journal.may_replay(run.key, run.sequence):
-            return None
         step, name = self._identity_of(run, step, action.name)
-        return journal.completed(journal.identity(run.key, run.sequence, step, name))
+        return self.journal.lookup(run.key, run.sequence, step, name)
 
     def _context(
         self,
@@ -355,13 +358,15 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         step: int,
         sensory: StateMap,
         short_term: StateMap,
+        lookup: Lookup | None = None,
     ) -> ActionContext:
-        """A fresh context for executing ``action`` as step ``step`` of ``run``."""
+        """A fresh context for executing ``action`` as step ``step`` of ``run`` (``lookup``:
+        what the journal answered for it)."""
         name = action.name
         config = self._configs[name]
         if type(run) is not RunState:
             step, name = self._identity_of(run, step, name)
-        return ActionContext(
+        context = ActionContext(
             run.key,
             sensory,
             short_term,
@@ -370,6 +375,9 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             (run.sequence, step, name),
             run.attempts > 0,
         )
+        if lookup is not None:
+            context.lookup = lookup
+        return context
 
     def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:
         """Continue a suspended action (or group) whose future is done (same maps as its
@@ -448,7 +456,11 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
                 if recorder is not None:
                     identity, calls = recorder.identity, recorder.calls
                 else:
-                    identity, calls = self.journal.identity(context.key, *context.origin), []
+                    lookup = context.lookup
+                    if lookup is not None:
+                        identity, calls = lookup.identity, []
+                    else:
+                        identity, calls = self.journal.identity(context.key, *context.origin), []
                 sensory, short_term = context.maps
                 previous = (
                     _previous_values(sensory_delta, sensory),

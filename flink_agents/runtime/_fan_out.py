@@ -120,14 +120,18 @@ class FanOutGroups:
             if index in settled:  # completed before the group failed: not run again
                 member.result = MemberResult(*settled[index])
                 continue
+            lookup = None
             if self.journal is not None:
-                record = self._recorded(run, step, member.action)
-                if record is not None:
+                lookup = self._lookup(run, step, member.action)
+                if lookup.record is not None:
+                    record = lookup.record
                     member.result = MemberResult(
                         record.sensory, record.short_term, record.events, True
                     )
                     continue
-            context = member.context = self._context(run, member.action, step, sensory, short_term)
+            context = member.context = self._context(
+                run, member.action, step, sensory, short_term, lookup
+            )
             try:
                 result = member.action.function(pending.event, context)
             except Exception as error:

@@ -33,12 +33,12 @@ from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._input_order import InputOrder
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, rejected, take_key
 from flink_agents.runtime.action_log import open_action_log
+from flink_agents.runtime.journal import ActionJournal
 
 
 class _Channel:
@@ -269,9 +269,8 @@ class LocalRunner:
                 return
             parked = self.driver.parked
             if parked:
-                futures = [p.suspension.future for p in parked.values()]
-                wait(futures, return_when=FIRST_COMPLETED)
-                for key in [k for k, p in parked.items() if p.suspension.future.done()]:
+                wait(parked.futures(), return_when=FIRST_COMPLETED)
+                for key in parked.keys_done():
                     self._call(key, self.driver.on_timer(key, *self._of(key)))
                 continue
             if not self._timers:
@@ -351,8 +350,7 @@ class LocalRunner:
         self._fire_due()
         while self._ready:
             key = self._ready.popleft()
-            parked = self.driver.parked.get(key)
-            if parked is not None and parked.suspension.future.done():
+            if self.driver.parked.call_done(key):
                 self._call(key, self.driver.on_timer(key, *self._of(key)))
 
     def _state(self, key: Any) -> LocalKeyState:
@@ -404,9 +402,9 @@ class LocalRunner:
     def _watch(self, key: Any) -> None:
         """Have ``key``'s durable call, if it parked on one, mark the key ready when done."""
         parked = self.driver.parked.get(key)
-        if parked is None or id(parked.suspension.future) in self._watched:
+        if parked is None or id(parked.future) in self._watched:
             return
-        future = parked.suspension.future
+        future = parked.future
         self._watched.add(id(future))
 
         def ready(_: Any) -> None:

@@ -22,25 +22,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyflink.common import Configuration, Duration, Encoder, Types, WatermarkStrategy
+from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
-from pyflink.datastream.connectors.file_system import (
-    FileSink,
-    FileSource,
-    OutputFileConfig,
-    RollingPolicy,
-    StreamFormat,
-)
 
-from flink_agents._shipping import ShippedFunction
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import to_plan
 from flink_agents.testing.recovery import LedgerAgent
+from tests.json_lines import read_json_lines, write_json_lines
 from tests.memory.long_term.rescale_agents import parse_request
 from tests.memory.long_term.rescale_job import stop_with_savepoint, wait_for_answers
 
 CHECKPOINT_INTERVAL_MS = 300
-DISCOVERY_INTERVAL_MS = 200
 
 
 def build_job(spec: dict[str, Any]) -> StreamExecutionEnvironment:
@@ -55,40 +47,12 @@ def build_job(spec: dict[str, Any]) -> StreamExecutionEnvironment:
     agents = AgentsExecutionEnvironment.get_execution_environment(
         env, data_dir=spec["data_dir"], action_log_job=spec["job"]
     )
-    source = (
-        FileSource.for_record_stream_format(StreamFormat.text_line_format(), spec["input_dir"])
-        .monitor_continuously(Duration.of_millis(DISCOVERY_INTERVAL_MS))
-        .build()
-    )
-    records = (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "records")
-        .set_parallelism(1)
-        .uid("records")
-        .map(ShippedFunction(parse_request), output_type=Types.PICKLED_BYTE_ARRAY())
-        .set_parallelism(1)
-        .name("parse")
-        .uid("parse")
-    )
+    records = read_json_lines(env, spec["input_dir"], parse_request)
     plan = to_plan(LedgerAgent).model_copy(
         update={"config": {"ledger": spec["ledger"], "delay_s": 0.01}}
     )
     outputs = agents.from_datastream(records, "user").apply(plan).to_datastream()
-    sink = (
-        FileSink.for_row_format(spec["output_dir"], Encoder.simple_string_encoder())
-        .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
-        .with_output_file_config(
-            OutputFileConfig.builder().with_part_prefix("out").with_part_suffix(".jsonl").build()
-        )
-        .build()
-    )
-    (
-        outputs.map(ShippedFunction(json.dumps), output_type=Types.STRING())
-        .name("outputs-json")
-        .uid("outputs-json")
-        .sink_to(sink)
-        .name("outputs")
-        .uid("outputs")
-    )
+    write_json_lines(outputs, spec["output_dir"])
     return env
 
 

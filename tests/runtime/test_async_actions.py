@@ -106,8 +106,8 @@ def test_an_async_def_durable_function_is_awaited_and_its_value_returned(action_
 
 
 def test_an_async_def_durable_functions_value_is_recorded_and_replayed():
-    from flink_agents.runtime._journal import ActionJournal
     from flink_agents.runtime.action_log import InMemoryActionLog
+    from flink_agents.runtime.journal import ActionJournal
 
     async_agents.CALLS.clear()
     async_agents.ASYNC_CRASHES.clear()

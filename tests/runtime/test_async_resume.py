@@ -16,10 +16,10 @@ import pytest
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime.held_agents import (
     HeldAgent,
     RecordingTimers,
@@ -55,7 +55,7 @@ def driver():
 
 def release(driver: KeyDriver, key: str, name: str) -> None:
     release_event(name).set()
-    wait([driver.parked[key].suspension.future])
+    wait([driver.parked.get(key).future])
 
 
 def test_polls_fall_on_the_grid_of_the_poll_interval(driver):
@@ -137,8 +137,7 @@ def test_without_the_key_cache_the_end_timer_is_registered_at_every_park(driver)
 
 def test_once_the_latency_is_known_the_first_check_is_at_the_expected_end(driver):
     d = driver()
-    d._call_times.expected_ms["call"] = 200.0
-    d._call_times.timed["call"] = 8  # as if eight calls had shown it
+    d.parked.latency.assume("call", 200.0, calls=8)  # as if eight calls had shown it
     state, timers = LocalKeyState(), RecordingTimers(now=1000)
     list(d.on_record("k", "a", state, timers))
     assert timers.wakes == [1200]  # no check at 1005 first
@@ -168,7 +167,7 @@ def test_a_record_waits_for_a_free_call_slot_until_any_call_ends(driver):
     assert finished.wait(10)
     thread.join(10)
     assert set(d.parked) == {"k", "l"}  # "a" is done but not resumed; "b" runs
-    assert len(d._in_flight) == 1
+    assert d.parked.calls_in_flight() == 1
 
 
 def test_a_call_frees_its_slot_when_it_ends_not_when_its_outcome_is_stored(driver):
@@ -187,7 +186,7 @@ def test_a_call_frees_its_slot_when_it_ends_not_when_its_outcome_is_stored(drive
     states = {key: LocalKeyState() for key in "kl"}
     try:
         list(d.on_record("k", "a", states["k"], timers))
-        first = d.parked["k"].suspension.future
+        first = d.parked.get("k").future
         finished = threading.Event()
 
         def second() -> None:
@@ -200,10 +199,10 @@ def test_a_call_frees_its_slot_when_it_ends_not_when_its_outcome_is_stored(drive
         assert finished.wait(10)  # "b" took the place "a" left, "a" still unstored
         thread.join(10)
         assert not first.done()
-        assert not d.call_done("k")
-        assert d._in_flight == {d.parked["l"].suspension.future}
+        assert not d.parked.call_done("k")
+        assert d.parked.calls_in_flight() == 1  # that of "b": the call of "a" has ended
         stored.set()
         wait([first])
-        assert d.call_done("k")
+        assert d.parked.call_done("k")
     finally:
         stored.set()

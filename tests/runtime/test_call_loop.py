@@ -8,7 +8,6 @@ import pytest
 
 from flink_agents.runtime import LocalRunner
 from flink_agents.runtime._call_loop import CallLoop
-from flink_agents.runtime._journal import ActionJournal, CallFuture, CallRecorder
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import (
@@ -17,6 +16,7 @@ from flink_agents.runtime.action_log import (
     InMemoryActionLog,
     UnstorableValueError,
 )
+from flink_agents.runtime.journal import ActionJournal, CallFuture, CallRecorder, Lookup
 from flink_agents.testing.llm_server import Rule, ScriptedLLMServer
 from tests.runtime import async_agents
 
@@ -68,7 +68,9 @@ def test_async_def_calls_in_flight_are_bounded_by_max_in_flight_not_by_threads()
 
 
 def _recorder(journal: ActionJournal, key: str) -> CallRecorder:
-    return journal.recorder(ActionIdentity("job", key, 1, 0, "call"), look_up=False)
+    return journal.recorder(
+        Lookup(ActionIdentity("job", key, 1, 0, "call"), None, None), look_up=False
+    )
 
 
 class _CountingLog(InMemoryActionLog):

@@ -14,9 +14,9 @@ from flink_agents.memory import DictState
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 
 
 class Counted(Event):

@@ -10,9 +10,9 @@ import pytest
 
 from flink_agents.api import ActionExecutionError
 from flink_agents.runtime import AgentOptions, LocalRunner
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import local_journal
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime import fan_out_agents
 from tests.runtime.fan_out_agents import CALLS, Crash, Members, Rendezvous
 

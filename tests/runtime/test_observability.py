@@ -11,6 +11,7 @@ import pytest
 from flink_agents.api import AgentsExecutionEnvironment, FlinkAgentsError
 from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
 from flink_agents.runtime._context import ActionContext, ActionServices
+from tests.runtime.held_agents import HeldAgent, release_all, release_event, reset_release
 from tests.runtime.observed_agents import ATTEMPTS, NamedCalls, ObservedAgent
 
 SECRET = "sk-observed-secret-4242"
@@ -164,11 +165,20 @@ def test_the_event_log_is_off_by_default(tmp_path):
 
 
 def test_the_gauges_follow_the_driver_of_a_restored_runner():
-    runner = LocalRunner(ObservedAgent)
-    checkpoint = runner.snapshot()
-    runner.restore(checkpoint)  # a new driver over the same engine and metrics
-    runner.driver.parked["k"] = None  # stands for a parked run of the new driver
-    assert runner.metrics.snapshot()["numOfParkedRuns"] == 1
+    reset_release()
+    runner = LocalRunner(HeldAgent)
+    runner.restore(runner.snapshot())  # a new driver over the same engine and metrics
+    try:
+        runner.feed("k", "held")  # parks on its call, in the new driver
+        gauges = runner.metrics.snapshot()
+        assert (gauges["numOfParkedRuns"], gauges["numOfInFlightCalls"]) == (1, 1)
+        release_event("held").set()
+        assert runner.finish() == ["HELD"]
+        gauges = runner.metrics.snapshot()
+        assert (gauges["numOfParkedRuns"], gauges["numOfInFlightCalls"]) == (0, 0)
+    finally:
+        release_all()
+        runner.engine.close()
 
 
 def test_a_durable_calls_arguments_may_have_any_names():

@@ -1,5 +1,5 @@
 """Runs of plain actions take a shorter path (``RunEngine.run_plain``, and for a new run of
-a known key ``KeyDriver._run_plain`` and ``RunEngine.run_new``, whose actions write straight
+a known key ``KeyDriver._run_plain`` and ``RunEngine.begin``, whose actions write straight
 into the driver's caches and undo the writes when they fail): it must leave exactly what
 stepping each action leaves. With the event log on, every action goes through
 ``RunEngine.step``; with memory snapshots on, new runs go through ``KeyDriver._drive``. The
@@ -13,9 +13,9 @@ import pytest
 
 from flink_agents._ids import key_text
 from flink_agents.runtime import AgentOptions, LocalRunner
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import ERRORS
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime import agents, sub_agent_agents
 
 CASES = {

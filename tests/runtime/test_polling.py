@@ -13,11 +13,11 @@ from concurrent.futures import wait
 import pytest
 
 from flink_agents.plan import bind_plan, to_plan
-from flink_agents.runtime import _driver
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
+from flink_agents.runtime._parking import SAFETY_POLL_MS
 from tests.runtime.held_agents import (
     RELEASE,
     HeldAgent,
@@ -48,7 +48,7 @@ def poll_until_done(driver, key, state, timers, name, *, release_at_ms: int) -> 
         timers.now = due
         if due >= release_at_ms and not RELEASE[name].is_set():
             RELEASE[name].set()
-            wait([driver.parked[key].suspension.future])
+            wait([driver.parked.get(key).future])
         outputs += list(driver.on_timer(key, state, timers))
     return outputs
 
@@ -73,7 +73,7 @@ def test_without_an_estimate_a_parked_run_is_polled_with_a_doubling_backoff():
         assert outputs == ["A"]
         assert timers.now == 125  # 5, 15, 35, 75, 125: resumed 5 ms after its end at best
         # What the call took (in real time) is now the action's expected duration.
-        assert 0 < driver._call_times.expected_ms["call"] < 10_000
+        assert 0 < driver.parked.latency.of("call").expected_ms < 10_000
     finally:
         release_all()
         driver.engine.close()
@@ -81,7 +81,7 @@ def test_without_an_estimate_a_parked_run_is_polled_with_a_doubling_backoff():
 
 def test_the_expected_end_is_checked_between_backoff_steps_then_the_backoff_restarts():
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._call_times.expected_ms["call"] = 200.0  # as if the action's calls took 200 ms
+    driver.parked.latency.assume("call", 200.0)  # as if the action's calls took 200 ms
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["c"] = threading.Event()
     try:
@@ -99,7 +99,7 @@ def test_the_expected_end_is_checked_between_backoff_steps_then_the_backoff_rest
 
 def test_a_call_that_ends_on_time_is_resumed_at_its_expected_end():
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._call_times.expected_ms["call"] = 200.0
+    driver.parked.latency.assume("call", 200.0)
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["d"] = threading.Event()
     try:
@@ -119,9 +119,8 @@ def test_the_expected_end_allows_for_how_late_calls_usually_end(overshoot, first
     twice that later, at most a twentieth of the expected time later (400 ms: 20 ms), on
     the 5 ms grid: a call that ends there is resumed by one check, not three."""
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._call_times.expected_ms["call"] = 400.0
-    driver._call_times.overshoot_ms["call"] = overshoot
-    driver._call_times.timed["call"] = 8  # a steady latency: no early check
+    # A steady latency (eight calls): no early check.
+    driver.parked.latency.assume("call", 400.0, overshoot_ms=overshoot, calls=8)
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["e"] = threading.Event()
     try:
@@ -136,18 +135,20 @@ def test_the_expected_end_allows_for_how_late_calls_usually_end(overshoot, first
 
 def test_how_late_calls_end_is_learned_from_the_calls():
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    driver._call_times.expected_ms["call"] = 1.0
+    latency = driver.parked.latency
+    latency.assume("call", 1.0)
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["f"] = threading.Event()
     try:
         list(driver.on_record("k", "f", state, timers))
         time.sleep(0.02)  # the call takes at least 20 ms: at least 19 past the estimate
         RELEASE["f"].set()
-        wait([driver.parked["k"].suspension.future])
-        until(lambda: "call" in driver._call_times.overshoot_ms)  # its done-callback comes after
-        assert driver._call_times.overshoot_ms["call"] >= 19
+        wait([driver.parked.get("k").future])
+        # Its done-callback comes after.
+        until(lambda: latency.of("call").overshoot_ms is not None)
+        assert latency.of("call").overshoot_ms >= 19
         # At most one poll interval past the (updated) estimate, at this short a latency.
-        assert driver._first_check_ms("call") == driver._call_times.expected_ms["call"] + 5
+        assert latency.first_check_ms("call", 5) == latency.of("call").expected_ms + 5
     finally:
         release_all()
         driver.engine.close()
@@ -160,21 +161,23 @@ def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
     poll is a shared timer, which it leaves in place (another run may count on it)."""
     driver = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
     handles = iter(["handle-1", "handle-2"])
-    driver.resume_elsewhere(lambda: next(handles))
+    driver.parked.resume_elsewhere(lambda: next(handles))
     state, timers = LocalKeyState(), RecordingTimers()
     RELEASE["g"] = threading.Event()
     try:
         list(driver.on_record("k", "g", state, timers))
-        assert timers.wakes == [5, SAFETY_MS] and not driver.ready
+        ready = driver.parked.ready
+        assert timers.wakes == [5, SAFETY_MS] and not ready
         RELEASE["g"].set()
-        wait([driver.parked["k"].suspension.future])
-        until(lambda: driver.ready)  # its done-callback comes after
-        [(key, handle, when)] = driver.ready
-        assert (key, handle) == ("k", "handle-1") and when <= time.monotonic()
-        driver.ready.popleft()
-        assert list(driver.on_call_done(key, state, timers)) == ["G"]
+        wait([driver.parked.get("k").future])
+        until(lambda: ready)  # its done-callback comes after
+        [first] = ready
+        assert (first.key, first.handle) == ("k", "handle-1")
+        assert first.when <= time.monotonic()
+        ready.popleft()
+        assert list(driver.on_call_done("k", state, timers)) == ["G"]
         assert timers.cancelled == [SAFETY_MS] and timers.wakes == [5] and not driver.parked
-        assert list(driver.on_call_done(key, state, timers)) == []  # nothing parked now
+        assert list(driver.on_call_done("k", state, timers)) == []  # nothing parked now
     finally:
         release_all()
         driver.engine.close()
@@ -182,7 +185,7 @@ def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
 
 # -- shared polls (``resume_elsewhere``) ----------------------------------------------------
 
-SAFETY_MS = _driver._SAFETY_POLL_MS
+SAFETY_MS = SAFETY_POLL_MS
 
 
 def park_all(driver: KeyDriver, keys: str, now: int = 0) -> dict[str, RecordingTimers]:
@@ -201,7 +204,7 @@ def park_all(driver: KeyDriver, keys: str, now: int = 0) -> dict[str, RecordingT
 def elsewhere():
     """A driver whose runner resumes finished calls from any key's callback."""
     made = make_driver(async_poll_interval_ms=5, async_poll_max_interval_ms=50)
-    made.resume_elsewhere(lambda: None)
+    made.parked.resume_elsewhere(lambda: None)
     yield made
     release_all()
     made.engine.close()
@@ -223,16 +226,16 @@ def test_a_shared_timer_checks_every_run_due_and_arms_the_next_check_once(elsewh
     timers = park_all(elsewhere, "abcd")
     for key in "bd":
         RELEASE[key].set()
-        wait([elsewhere.parked[key].suspension.future])
-    until(lambda: len(elsewhere.ready) == 2)
+        wait([elsewhere.parked.get(key).future])
+    ready = elsewhere.parked.ready
+    until(lambda: len(ready) == 2)
     fired = timers["a"]
     fired.now = fired.wakes.pop(0)  # the shared timer at 5
     assert list(elsewhere.on_timer("a", LocalKeyState(), fired)) == []
     assert sorted(fired.wakes) == [15, SAFETY_MS]  # 5 + 10: the backoff's next step
     assert all(timers[key].wakes == [SAFETY_MS] for key in "bcd")
-    assert sorted(key for key, _, _ in elsewhere.ready) == ["b", "d"]
-    due = sorted((due, key) for due, _, key, _ in elsewhere._shared_polls)
-    assert due == [(15, "a"), (15, "c")]
+    assert sorted(run.key for run in ready) == ["b", "d"]
+    assert sorted(elsewhere.parked.next_checks()) == [(15, "a"), (15, "c")]
 
 
 def test_a_runs_own_timer_keeps_it_alive_when_no_shared_poll_comes(elsewhere):
@@ -246,7 +249,7 @@ def test_a_runs_own_timer_keeps_it_alive_when_no_shared_poll_comes(elsewhere):
     list(elsewhere.on_timer("a", LocalKeyState(), timers))
     assert "a" in elsewhere.parked
     assert sorted(timers.wakes) == [SAFETY_MS + 10, 2 * SAFETY_MS]
-    assert [(due, key) for due, _, key, _ in elsewhere._shared_polls] == [(SAFETY_MS + 10, "a")]
+    assert elsewhere.parked.next_checks() == [(SAFETY_MS + 10, "a")]
 
 
 def test_a_shared_timer_of_a_resumed_key_is_not_cancelled(elsewhere):
@@ -254,88 +257,30 @@ def test_a_shared_timer_of_a_resumed_key_is_not_cancelled(elsewhere):
     cancelled: the shared one still serves "b"."""
     timers = park_all(elsewhere, "ab")
     RELEASE["a"].set()
-    wait([elsewhere.parked["a"].suspension.future])
-    until(lambda: elsewhere.ready)
+    wait([elsewhere.parked.get("a").future])
+    until(lambda: elsewhere.parked.ready)
     assert list(elsewhere.on_call_done("a", LocalKeyState(), timers["a"])) == ["A"]
     assert timers["a"].cancelled == [SAFETY_MS] and timers["a"].wakes == [5]
-
-
-def test_new_runs_go_first_while_they_start_calls_and_places_are_free():
-    """``resume_now``: a ready run waits while every place for a call was taken within the
-    last ``_STARTS_FIRST_FULL_S`` (a backlog of input), a run parked within the last
-    ``_STARTS_FIRST_QUIET_S`` and a call could start, at most ``_STARTS_FIRST_AT_MOST_S``;
-    at once when no call could start, when no run has parked lately, or when the places
-    have not all been taken lately (no backlog: waiting only delays)."""
-    driver = make_driver(async_poll_interval_ms=5, num_async_threads=4, max_in_flight=4)
-    driver.resume_elsewhere(lambda: None)
-    quiet, at_most = _driver._STARTS_FIRST_QUIET_S, _driver._STARTS_FIRST_AT_MOST_S
-    full_within = _driver._STARTS_FIRST_FULL_S
-    try:
-        park_all(driver, "abcd")  # the fourth call takes the last place
-        assert not driver.has_free_slot()
-        full_at = driver._full_at
-        assert full_at == driver._parked_at
-        assert driver.resume_now(full_at, full_at)  # no call could start
-        RELEASE["a"].set()
-        until(lambda: driver.ready and driver.has_free_slot())
-        parked = driver._parked_at
-        assert not driver.resume_now(parked, parked + quiet / 2)  # runs start calls: wait
-        assert driver.resume_now(parked - at_most, parked + quiet / 2)  # waited long enough
-        assert driver.resume_now(parked, parked + quiet * 1.01)  # nothing parked lately
-        driver._parked_at = full_at + full_within  # a run parks, the places not all taken
-        assert driver.resume_now(full_at + full_within, full_at + full_within)
-    finally:
-        release_all()
-        driver.engine.close()
-
-
-def test_without_a_backlog_a_ready_run_is_resumed_at_once(elsewhere):
-    """Records that come slower than the places free up (two runs parked, of the default 32
-    places, which were never all taken): nothing is gained by holding a ready run back,
-    however recently a run parked; it waited up to ``_STARTS_FIRST_AT_MOST_S`` before (50
-    ms on every 50 ms call)."""
-    park_all(elsewhere, "ab")
-    RELEASE["a"].set()
-    until(lambda: elsewhere.ready)
-    parked = elsewhere._parked_at
-    assert elsewhere.has_free_slot()
-    assert elsewhere.resume_now(parked, parked)
-
-
-def test_a_record_that_waits_for_a_place_marks_the_places_all_taken():
-    """The operator blocking for a free place (backpressure) is a backlog too: the places
-    count as all taken from then, as when the last of them is taken by a parking run."""
-    driver = make_driver(async_poll_interval_ms=5, num_async_threads=1, max_in_flight=1)
-    try:
-        park_all(driver, "a")
-        driver._full_at = -1.0  # as if the place had been taken long ago
-        threading.Timer(0.05, RELEASE["a"].set).start()
-        before = time.monotonic()
-        driver._respect_in_flight_limit()  # blocks until the call of "a" ends
-        assert before <= driver._full_at <= time.monotonic()
-    finally:
-        release_all()
-        driver.engine.close()
 
 
 def test_ready_runs_left_for_later_get_a_timer_within_the_poll_interval(elsewhere):
     """``wake_soon``: a timer within ``async-poll-interval-ms`` from the callback at hand,
     unless a shared one comes by then."""
     timers = park_all(elsewhere, "a")["a"]  # its shared poll at 5
-    elsewhere.wake_soon("a", timers)
+    elsewhere.parked.wake_soon("a", timers)
     assert timers.wakes == [5, SAFETY_MS]  # the shared poll comes by then
     timers.now = 5
     timers.wakes.remove(5)
     list(elsewhere.on_timer("a", LocalKeyState(), timers))  # next shared check at 15
     later = RecordingTimers(now=6)
-    elsewhere.wake_soon("z", later)
+    elsewhere.parked.wake_soon("z", later)
     assert later.wakes == []  # 6 + 5 = 11, on the grid 15: the shared timer armed already
     later.now = 11
-    elsewhere.wake_soon("z", later)
+    elsewhere.parked.wake_soon("z", later)
     assert later.wakes == []  # 16: the shared timer at 15 comes first
     later.now = 15
     later_key = RecordingTimers(now=15)
     list(elsewhere.on_timer("a", LocalKeyState(), later_key))  # the timer at 15 fires
     later.now = 16
-    elsewhere.wake_soon("z", later)
+    elsewhere.parked.wake_soon("z", later)
     assert later.wakes == [25]  # 21 on the grid: no shared timer comes by then

@@ -10,9 +10,9 @@ import pytest
 
 from flink_agents.api import FlinkAgentsError
 from flink_agents.runtime import AgentOptions, load_options
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalRunner
 from flink_agents.runtime.action_log import InMemoryActionLog, key_history, open_action_log
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime import record_all_agents
 from tests.runtime.record_all_agents import CALLS, AuditAgent
 

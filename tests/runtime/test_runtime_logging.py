@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime.fan_out_agents import CALLS, Members
 
 

@@ -8,8 +8,8 @@ import pytest
 from flink_agents.api import ActionExecutionError, FlinkAgentsError
 from flink_agents.plan import plan_from_yaml
 from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime.sub_agent_agents import CALLS, Coordinator, Crash, SyncCoordinator
 
 

@@ -384,7 +384,7 @@ class ActionLog(ABC):
         twice the later record wins. An empty sequence writes nothing.
 
         This is how the journal writes completed actions, in batches, off the thread that
-        ran them (see ``flink_agents.runtime._journal``).
+        ran them (see ``flink_agents.runtime.journal``).
         """
 
     @abstractmethod

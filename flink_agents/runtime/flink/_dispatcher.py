@@ -36,13 +36,13 @@ from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._event_log import configured_event_log
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._persisted import decode_control, encode_control
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.flink._metrics import FlinkMetricsMirror
 from flink_agents.runtime.flink._script import ScriptCode
+from flink_agents.runtime.journal import ActionJournal
 
 DRAIN_TIMESTAMP = 2**62
 ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
@@ -148,7 +148,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._timers = _FlinkTimers()
         self._keys = _KeySwitch.of(runtime_context)
         if self._keys is not None:
-            self._driver.resume_elsewhere(self._keys.current)
+            self._driver.parked.resume_elsewhere(self._keys.current)
         closing = _Closing(engine, self._mirror, options.stop_wait_ms / 1000)
         # ``close`` runs it; so does the interpreter when it drops this function unclosed
         # (see ``_Closing``), or when it exits.
@@ -184,7 +184,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         self._timers.service = ctx.timer_service()
         # (key, record): the builder took the key before keying.
         emitted = self._driver.on_record(key, keyed[1], self._state, self._timers)
-        if self._driver.ready:
+        if self._driver.parked.ready:
             emitted = self._and_ready(emitted, key, patient=True)
         return emitted if self._plain else self._finished(emitted)
 
@@ -199,7 +199,7 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             emitted = self._driver.on_end_of_input(key, self._state, self._timers)
         else:
             emitted = self._driver.on_timer(key, self._state, self._timers)
-        if self._driver.ready:
+        if self._driver.parked.ready:
             emitted = self._and_ready(emitted, key, patient=not draining)
         return emitted if self._plain else self._finished(emitted)
 
@@ -209,30 +209,31 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         backend (``_KeySwitch``): without waiting for their polls, a timer callback each.
         Their emissions are collected while their keys are current and passed on once the
         callback's own key is current again. Unless the input has ended, the callback
-        (``patient``) leaves the ready runs the driver says may wait (``KeyDriver.resume_now``)
+        (``patient``) leaves the ready runs that may wait (``ParkedRuns.resume_now``)
         to a later one, and has a timer fire soon for them."""
         yield from emitted
         driver, keys = self._driver, self._keys
-        ready = driver.ready
+        parked = driver.parked
+        ready = parked.ready
         now = monotonic()
-        if ready and (not patient or driver.resume_now(ready[0][2], now)):
+        if ready and (not patient or parked.resume_now(ready[0].when, now)):
             resumed: list[Any] = []
             own = keys.current()
             try:
                 while ready:
-                    key, handle, when = ready[0]
-                    if patient and not driver.resume_now(when, now):
+                    first = ready[0]
+                    if patient and not parked.resume_now(first.when, now):
                         break
                     ready.popleft()
-                    if not driver.call_done(key):
+                    if not parked.call_done(first.key):
                         continue  # resumed already: no key switch for it
-                    keys.make_current(handle)
-                    resumed.extend(driver.on_call_done(key, self._state, self._timers))
+                    keys.make_current(first.handle)
+                    resumed.extend(driver.on_call_done(first.key, self._state, self._timers))
             finally:
                 keys.make_current(own)
             yield from resumed
         if ready:
-            driver.wake_soon(own_key, self._timers)
+            parked.wake_soon(own_key, self._timers)
 
     def _finished(self, emitted: Iterator[Any]) -> Iterator[Any]:
         """The driver's emissions, then the event-log lines they wrote (side output); in

@@ -28,32 +28,20 @@ from typing import Any
 from pyflink.common import (
     CompletableFuture,
     Configuration,
-    Duration,
-    Encoder,
     JobClient,
-    Types,
-    WatermarkStrategy,
 )
 from pyflink.datastream import StreamExecutionEnvironment
-from pyflink.datastream.connectors.file_system import (
-    FileSink,
-    FileSource,
-    OutputFileConfig,
-    RollingPolicy,
-    StreamFormat,
-)
 from pyflink.java_gateway import get_gateway
 
-from flink_agents._shipping import ShippedFunction
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.runtime.flink import read_json_files
+from tests.json_lines import read_json_lines, write_json_lines
 from tests.memory.long_term.rescale_agents import RescaleAgent, parse_request
 
 MAX_PARALLELISM = 128
 """Fixed, so every phase's key groups are the same whatever its parallelism."""
 CHECKPOINT_INTERVAL_MS = 500
 """The sink commits answers on checkpoints: this bounds how long a batch waits for them."""
-DISCOVERY_INTERVAL_MS = 200
 BATCH_TIMEOUT_S = 120.0
 
 
@@ -70,41 +58,9 @@ def build_job(spec: dict[str, Any]) -> StreamExecutionEnvironment:
     env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
     # Before any Python operator: it sets the job's Python execution up.
     agents = AgentsExecutionEnvironment.get_execution_environment(env, data_dir=spec["data_dir"])
-    source = (
-        FileSource.for_record_stream_format(StreamFormat.text_line_format(), spec["input_dir"])
-        .monitor_continuously(Duration.of_millis(DISCOVERY_INTERVAL_MS))
-        .build()
-    )
-    # Parallelism 1 up to the agent's keying, so the records of a key stay in file order.
-    records = (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "requests")
-        .set_parallelism(1)
-        .uid("requests")
-        .map(ShippedFunction(parse_request), output_type=Types.PICKLED_BYTE_ARRAY())
-        .set_parallelism(1)
-        .name("parse")
-        .uid("parse")
-    )
+    records = read_json_lines(env, spec["input_dir"], parse_request, name="requests")
     answers = agents.from_datastream(records, "key").apply(RescaleAgent).to_datastream()
-    sink = (
-        FileSink.for_row_format(spec["output_dir"], Encoder.simple_string_encoder())
-        .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
-        .with_output_file_config(
-            OutputFileConfig.builder()
-            .with_part_prefix("answers")
-            .with_part_suffix(".jsonl")
-            .build()
-        )
-        .build()
-    )
-    (
-        answers.map(ShippedFunction(json.dumps), output_type=Types.STRING())
-        .name("answers-json")
-        .uid("answers-json")
-        .sink_to(sink)
-        .name("answers")
-        .uid("answers")
-    )
+    write_json_lines(answers, spec["output_dir"], name="answers", prefix="answers")
     return env
 
 

@@ -13,13 +13,13 @@ import pytest
 
 from flink_agents._ids import key_text
 from flink_agents.memory import MemoryDelta
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime.action_log import (
     ActionLog,
     DurableCall,
     JobMarker,
     JobSummary,
 )
+from flink_agents.runtime.journal import ActionJournal
 from tests.runtime.action_log.conftest import Backend
 from tests.runtime.action_log.records import ident
 

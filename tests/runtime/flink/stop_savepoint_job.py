@@ -29,25 +29,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyflink.common import Configuration, Duration, Encoder, Types, WatermarkStrategy
+from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
-from pyflink.datastream.connectors.file_system import (
-    FileSink,
-    FileSource,
-    OutputFileConfig,
-    RollingPolicy,
-    StreamFormat,
-)
 
 from flink_agents._shipping import ShippedFunction
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import to_plan
 from flink_agents.runtime.action_log import open_action_log
+from tests.json_lines import read_json_lines, write_json_lines
 from tests.memory.long_term.rescale_job import stop_with_savepoint, wait_for_answers
 from tests.runtime.flink.held_call_agents import HeldCallAgent, parse_record, thread_names
 
 CHECKPOINT_INTERVAL_MS = 300
-DISCOVERY_INTERVAL_MS = 200
 WAIT_TIMEOUT_S = 120.0
 
 
@@ -63,38 +56,12 @@ def build_job(spec: dict[str, Any], savepoint: str | None) -> StreamExecutionEnv
     agents = AgentsExecutionEnvironment.get_execution_environment(
         env, data_dir=spec["data_dir"], action_log_job=spec["job"]
     )
-    source = (
-        FileSource.for_record_stream_format(StreamFormat.text_line_format(), spec["input_dir"])
-        .monitor_continuously(Duration.of_millis(DISCOVERY_INTERVAL_MS))
-        .build()
-    )
-    records = (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "records")
-        .uid("records")
-        .map(ShippedFunction(parse_record), output_type=Types.PICKLED_BYTE_ARRAY())
-        .name("parse")
-        .uid("parse")
-    )
+    records = read_json_lines(env, spec["input_dir"], parse_record)
     plan = to_plan(HeldCallAgent).model_copy(
         update={"config": {"base_url": spec["base_url"], "started": spec["started"]}}
     )
     outputs = agents.from_datastream(records, "key").apply(plan).to_datastream()
-    sink = (
-        FileSink.for_row_format(spec["output_dir"], Encoder.simple_string_encoder())
-        .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
-        .with_output_file_config(
-            OutputFileConfig.builder().with_part_prefix("out").with_part_suffix(".jsonl").build()
-        )
-        .build()
-    )
-    (
-        outputs.map(ShippedFunction(json.dumps), output_type=Types.STRING())
-        .name("outputs-json")
-        .uid("outputs-json")
-        .sink_to(sink)
-        .name("outputs")
-        .uid("outputs")
-    )
+    write_json_lines(outputs, spec["output_dir"])
     return env
 
 

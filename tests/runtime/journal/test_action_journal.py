@@ -29,7 +29,6 @@ from flink_agents.api import (
 )
 from flink_agents.memory import DictState, MemoryDelta
 from flink_agents.plan import to_plan
-from flink_agents.runtime._journal import ActionJournal
 from flink_agents.runtime._local import LocalRunner
 from flink_agents.runtime.action_log import (
     ActionIdentity,
@@ -41,6 +40,7 @@ from flink_agents.runtime.action_log import (
     digest_args,
     open_action_log,
 )
+from flink_agents.runtime.journal import ActionJournal, Lookup
 from flink_agents.testing.recovery import (
     LedgerAgent,
     expected_memory,
@@ -555,7 +555,7 @@ def test_an_unstorable_record_raises_in_complete_and_queues_nothing():
 
 
 @pytest.mark.parametrize(
-    "operation", ["complete", "completed", "recorder", "maybe_prune", "flush", "close"]
+    "operation", ["complete", "lookup", "recorder", "maybe_prune", "flush", "close"]
 )
 def test_a_writer_failure_is_raised_by_the_next_operation(operation):
     """The writer's failure is kept and raised, naming the log, by whatever the operator
@@ -568,8 +568,8 @@ def test_a_writer_failure_is_raised_by_the_next_operation(operation):
     clock.now += 2000
     operations = {
         "complete": lambda: complete_one(logged, 2),
-        "completed": lambda: logged.completed(identity),
-        "recorder": lambda: logged.recorder(identity, look_up=False),
+        "lookup": lambda: logged.lookup("k", 1, 2, "act"),
+        "recorder": lambda: logged.recorder(Lookup(identity, None, None), look_up=False),
         "maybe_prune": logged.maybe_prune,
         "flush": logged.flush,
         "close": logged.close,
@@ -669,7 +669,7 @@ def test_replay_reads_the_record_again_when_its_calls_vanished_under_it():
         return found
 
     log.completed = completed_then_commit
-    assert restored.completed(identity) == record
+    assert restored.lookup("k", 1, 1, "work").record == record
     assert (restored.replayed_actions, restored.reads) == (1, 3)
     assert log.operations["calls"] == 1
 
@@ -699,9 +699,10 @@ def test_every_failure_of_the_log_is_an_action_log_error_naming_it(operation, wh
     log.failing.add(operation)
     with pytest.raises(ActionLogError) as raised:  # one restored attempt, step by step
         logged = journal(log, retention_ms=1000, clock=clock)
-        identity = logged.identity("k", 1, 1, "work")
-        assert logged.completed(identity) is None
-        recorder = logged.recorder(identity, look_up=False)
+        lookup = logged.lookup("k", 1, 1, "work")
+        assert lookup.record is None
+        identity = lookup.identity
+        recorder = logged.recorder(lookup, look_up=False)
         slot = recorder.begin(paid, ("x",), {})  # no longer matches: runs, is recorded
         slot.run(paid, ("x",), {})
         logged.complete(identity, MemoryDelta(), MemoryDelta(), [], recorder.calls)
@@ -718,7 +719,7 @@ def test_a_call_that_cannot_be_recorded_fails_as_the_log_not_as_the_function():
     """The function raised, then recording its outcome failed: the log's error is raised
     (the user's stays in the chain), and the recorder keeps it."""
     logged = journal(CountingLog("record_call"))
-    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+    recorder = logged.recorder(logged.lookup("k", 1, 1, "work"), look_up=False)
 
     def fails() -> None:
         raise ValueError("the user's own error")
@@ -734,7 +735,7 @@ def test_a_swallowed_recording_failure_still_reaches_the_engine():
     """User code may catch what durable_execute raised; the recorder remembers the failure
     and refuses to hand out calls with one missing, so no record is written without it."""
     logged = journal(CountingLog("record_call"))
-    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+    recorder = logged.recorder(logged.lookup("k", 1, 1, "work"), look_up=False)
     with contextlib.suppress(Exception):
         recorder.begin(paid, ("a",), {}).run(paid, ("a",), {})
     assert isinstance(recorder.infrastructure_error, ActionLogError)
@@ -745,7 +746,7 @@ def test_a_swallowed_recording_failure_still_reaches_the_engine():
 
 def test_an_unstorable_result_is_the_actions_fault_not_the_logs():
     logged = journal(InMemoryActionLog())
-    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+    recorder = logged.recorder(logged.lookup("k", 1, 1, "work"), look_up=False)
     with pytest.raises(UnstorableValueError):
         recorder.begin(journal_agents.unpicklable, (), {}).run(journal_agents.unpicklable, (), {})
     assert recorder.infrastructure_error is None
@@ -940,7 +941,7 @@ class JournalTime:
 @pytest.fixture
 def journal_time(monkeypatch) -> JournalTime:
     clock = JournalTime()
-    monkeypatch.setattr("flink_agents.runtime._journal.time", clock)
+    monkeypatch.setattr("flink_agents.runtime.journal._writers.time", clock)
     return clock
 
 
@@ -1045,14 +1046,18 @@ def test_a_call_is_marked_fresh_only_above_what_earlier_executions_left():
             if slot.recorded is None:
                 slot.run(_echo, (arg,), {})
 
-    make_calls(attempt.recorder(identity, look_up=False), 1, 2)
+    make_calls(attempt.recorder(attempt.lookup("k", 1, 1, "work"), look_up=False), 1, 2)
     assert log.marked == [(0, True), (1, True)]
     log.marked.clear()
-    make_calls(attempt.recorder(identity, look_up=True), 1, 5, 6)  # reuses 0, overwrites 1
+    make_calls(
+        attempt.recorder(attempt.lookup("k", 1, 1, "work"), look_up=True), 1, 5, 6
+    )  # reuses 0, overwrites 1
     assert log.marked == [(1, False), (2, True)]
     assert [c.result for c in log.calls(identity)] == [1, 5, 6]
     log.marked.clear()
-    make_calls(attempt.recorder(identity, look_up=True), 7)  # the first call differs
+    make_calls(
+        attempt.recorder(attempt.lookup("k", 1, 1, "work"), look_up=True), 7
+    )  # the first call differs
     assert log.marked == [(0, False)]
     assert [c.result for c in log.calls(identity)] == [7]
 
@@ -1071,7 +1076,7 @@ def test_arguments_are_digested_as_the_call_starts_not_when_it_is_made():
     executor's thread for async actions), which takes it before the function runs."""
     log = InMemoryActionLog()
     logged = journal(log)
-    recorder = logged.recorder(logged.identity("k", 1, 1, "work"), look_up=False)
+    recorder = logged.recorder(logged.lookup("k", 1, 1, "work"), look_up=False)
     items = ["a"]
     slot = recorder.begin(_grows, (items,), {})
     assert slot.digest is None
@@ -1079,7 +1084,7 @@ def test_arguments_are_digested_as_the_call_starts_not_when_it_is_made():
     assert recorder.calls[0].args_digest == digest_args((["a"],), {})
     # The next attempt compares at once, and matches.
     again = journal(log)
-    replayed = again.recorder(again.identity("k", 1, 1, "work"), look_up=True)
+    replayed = again.recorder(again.lookup("k", 1, 1, "work"), look_up=True)
     slot = replayed.begin(_grows, (["a"],), {})
     assert slot.digest == digest_args((["a"],), {})
     assert slot.recorded is not None and slot.replay() == 2
