@@ -36,7 +36,7 @@ import random
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -225,12 +225,45 @@ def compacted_item_ids(
 # -- recorded calls --------------------------------------------------------------------------
 
 
+DURABLE_NAME_ATTR = "__flink_agents_durable_name__"
+"""The attribute ``durable_name`` sets on a function: its frozen name in the action log."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def durable_name(name: str) -> Callable[[_F], _F]:
+    """Freeze the name under which the action log records durable calls of a function of
+    ours (scheme ``call-function`` 1), so that moving or renaming its module does not make
+    every recorded call miss on replay (and be paid again).
+
+    ``name`` is the ``module:qualname`` the function had when its calls were first recorded,
+    and stays as it is when the function moves. Only for flink_agents' own functions that a
+    durable call reaches (``tests/test_ids.py`` lists them); a user's function is named by
+    its module path, which is the user's to keep."""
+
+    def frozen(function: _F) -> _F:
+        setattr(function, DURABLE_NAME_ATTR, name)
+        return function
+
+    return frozen
+
+
 def function_id(function: Callable[..., Any]) -> str:
-    """A durable call's function as the log names it (scheme ``call-function`` 1):
-    ``module:qualname``, stable across processes; a ``functools.partial`` by its function."""
+    """A durable call's function as the log names it (scheme ``call-function`` 1): its
+    frozen ``durable_name`` if it has one, else ``module:qualname``; stable across
+    processes; a ``functools.partial`` by its function, a bound method by its function."""
     target = getattr(function, "func", function)
-    module = getattr(target, "__module__", None) or type(target).__module__
-    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    frozen = getattr(target, DURABLE_NAME_ATTR, None)  # a bound method reads its function's
+    if type(frozen) is str:
+        return frozen
+    return module_path_name(target)
+
+
+def module_path_name(function: Callable[..., Any]) -> str:
+    """``function`` as ``module:qualname``: how ``function_id`` names a function without a
+    frozen name (every function of a user's)."""
+    module = getattr(function, "__module__", None) or type(function).__module__
+    name = getattr(function, "__qualname__", None) or type(function).__qualname__
     return f"{module}:{name}"
 
 

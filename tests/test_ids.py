@@ -10,11 +10,30 @@ from __future__ import annotations
 
 import ast
 import decimal
+import functools
+import importlib
+import inspect
+import pkgutil
+import types
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from flink_agents import _ids as ids
-from flink_agents.api import ChatMessage
+from flink_agents.agents._retrieval import search_knowledge_set
+from flink_agents.api import (
+    BaseChatModel,
+    BaseEmbeddingModel,
+    ChatMessage,
+    FunctionTool,
+    KnowledgeSet,
+    MemorySet,
+    Tool,
+)
+from flink_agents.integrations.chat import OpenAIChatModel
+from flink_agents.integrations.vector_stores import VectorStore
 
 PACKAGE = Path(ids.__file__).parent
 
@@ -114,3 +133,149 @@ def test_no_module_but_ids_derives_uuids():
                 if names & {"uuid3", "uuid5"}:
                     offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not offenders, f"name-based ids minted outside flink_agents/_ids.py: {offenders}"
+
+
+# -- frozen names of durably-called functions of ours ----------------------------------------
+
+FROZEN_NAMES = {
+    "flink_agents.agents._retrieval:search_knowledge_set",
+    "flink_agents.api._embedding:BaseEmbeddingModel.embed_one",
+    "flink_agents.api._sub_agent:SubAgent.call",
+    "flink_agents.api._tools:FunctionTool._acall",
+    "flink_agents.api._tools:FunctionTool.call",
+    "flink_agents.integrations.chat._openai:OpenAIChatModel.achat",
+    "flink_agents.integrations.chat._openai:OpenAIChatModel.chat",
+    "flink_agents.integrations.embeddings._local:LocalEmbeddingModel.embed",
+    "flink_agents.integrations.embeddings._local:LocalEmbeddingModel.embed_one",
+    "flink_agents.integrations.embeddings._openai:OpenAIEmbeddingModel.embed",
+    "flink_agents.integrations.mcp._server:MCPTool.acall",
+    "flink_agents.integrations.mcp._server:MCPTool.call",
+    "flink_agents.memory.long_term._knowledge:StoredKnowledgeSet.search",
+    "flink_agents.memory.long_term._sets:StoredMemorySet.search",
+}
+"""Golden: the names the action logs of 0.1.0 and 0.2.0 recorded calls of these functions
+under (their ``module:qualname`` then). Never edit one; a function of ours that becomes
+durably called adds its name here."""
+
+DURABLE_METHODS = {"chat", "achat", "call", "acall", "embed", "embed_one", "search"}
+"""What a resource of ours does when an action calls it durably: the built-in actions call
+chat models, tools and knowledge sets, and an action of a user's may pass any of these
+(embeddings, searches of memory sets, knowledge sets and vector stores) to
+``ctx.durable_execute``."""
+
+DURABLE_CALL_SITES = {
+    "agents/_retrieval.py": ["search", "store.search"],
+    "agents/_builtin.py": ["chat", "run"],
+    "testing/recovery.py": ["ledger_call", "ledger_call"],
+}
+"""The first argument of each ``durable_execute``/``durable_execute_async`` call in
+flink_agents, by file: ``search`` is a partial of ``search_knowledge_set``, ``store.search``
+a knowledge set's, ``chat`` a chat model's ``chat`` or ``achat``, ``run`` a tool's ``call``
+or ``acall``; ``ledger_call`` lives in a public module."""
+
+
+@functools.cache
+def _modules_of_ours() -> list[types.ModuleType]:
+    skipped = (".__main__", ".examples", ".cli")
+    names = [m.name for m in pkgutil.walk_packages([str(PACKAGE)], "flink_agents.")]
+    return [importlib.import_module(n) for n in names if not any(s in n for s in skipped)]
+
+
+def _functions_of_ours() -> list[Callable[..., Any]]:
+    """Every function defined at module level or in a class body in flink_agents."""
+    found: dict[int, Callable[..., Any]] = {}
+    for module in _modules_of_ours():
+        for value in vars(module).values():
+            members = vars(value).values() if isinstance(value, type) else (value,)
+            for member in members:
+                member = getattr(member, "__func__", member)  # static and class methods
+                if inspect.isfunction(member) and member.__module__.startswith("flink_agents"):
+                    found[id(member)] = member
+    return list(found.values())
+
+
+def _private(name: str) -> bool:
+    module = name.partition(":")[0]
+    return any(part.startswith("_") for part in module.split("."))
+
+
+def test_frozen_names_of_our_durable_functions_never_change():
+    frozen = {
+        getattr(f, ids.DURABLE_NAME_ATTR)
+        for f in _functions_of_ours()
+        if hasattr(f, ids.DURABLE_NAME_ATTR)
+    }
+    assert frozen == FROZEN_NAMES
+
+
+def test_every_durably_called_function_of_ours_in_a_private_module_has_a_frozen_name():
+    """Moving a private module of ours must not change the name a recorded call is matched
+    by (it would be paid again on replay)."""
+    bases = (BaseChatModel, Tool, BaseEmbeddingModel, KnowledgeSet, MemorySet, VectorStore)
+    durable = [partial(search_knowledge_set, None), FunctionTool(_async_tool).acall]
+    for module in _modules_of_ours():
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, bases):
+                durable += [
+                    function
+                    for name, function in vars(value).items()
+                    if name in DURABLE_METHODS
+                    and inspect.isfunction(function)
+                    and not getattr(function, "__isabstractmethod__", False)
+                ]
+    unnamed = {
+        ids.module_path_name(target)
+        for target in (getattr(f, "func", f) for f in durable)
+        if not hasattr(target, ids.DURABLE_NAME_ATTR) and _private(ids.function_id(target))
+    }
+    assert not unnamed, f"named by a private module path, without a frozen name: {unnamed}"
+    checked = {ids.function_id(f) for f in durable}
+    assert checked >= FROZEN_NAMES
+
+
+def test_the_durable_calls_of_ours_are_the_known_ones():
+    """A new ``durable_execute`` call in flink_agents is looked at here: if it reaches a
+    function of ours in a private module, that function needs a ``durable_name``."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("durable_execute", "durable_execute_async")
+                and node.args
+            ):
+                found.setdefault(str(path.relative_to(PACKAGE)), []).append(
+                    ast.unparse(node.args[0])
+                )
+    assert found == DURABLE_CALL_SITES
+
+
+def test_a_frozen_name_outlives_a_move():
+    """What ``function_id`` answers for a frozen function: its name, whatever its module,
+    also as a bound method or a partial; a function without one by its module path."""
+
+    @ids.durable_name("flink_agents.old._place:moved")
+    def moved() -> None: ...
+
+    moved.__module__ = "flink_agents.new_place"
+    assert ids.function_id(moved) == "flink_agents.old._place:moved"
+    assert ids.function_id(partial(moved, 1)) == "flink_agents.old._place:moved"
+    model = OpenAIChatModel(model="m", base_url="http://localhost:1", api_key="k")
+    assert ids.function_id(model.chat) == (
+        "flink_agents.integrations.chat._openai:OpenAIChatModel.chat"
+    )
+    assert ids.function_id(FunctionTool(_async_tool).acall) == (
+        "flink_agents.api._tools:FunctionTool._acall"
+    )
+
+    def plain() -> None: ...
+
+    assert ids.function_id(plain) == (
+        "tests.test_ids:test_a_frozen_name_outlives_a_move.<locals>.plain"
+    )
+
+
+async def _async_tool(text: str) -> str:
+    """An async tool: ``FunctionTool.acall`` is then its ``_acall``."""
+    return text

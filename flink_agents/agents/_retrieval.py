@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from flink_agents._ids import durable_name
 from flink_agents.api import (
     ContextRetrievalRequestEvent,
     ContextRetrievalResponseEvent,
@@ -53,6 +54,7 @@ async def context_retrieval_action(event: ContextRetrievalRequestEvent, ctx: Run
     )
 
 
+@durable_name("flink_agents.agents._retrieval:search_knowledge_set")
 def search_knowledge_set(
     knowledge: Knowledge, name: str, query: str, limit: int
 ) -> list[KnowledgeSetItem]:

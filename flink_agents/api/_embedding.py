@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from flink_agents._ids import durable_name
 from flink_agents.api._errors import FlinkAgentsError
 
 
@@ -52,6 +53,7 @@ class BaseEmbeddingModel(ABC):
             EmbeddingError: the backend failed (after its own retries, if any).
         """
 
+    @durable_name("flink_agents.api._embedding:BaseEmbeddingModel.embed_one")
     def embed_one(self, text: str) -> list[float]:
         """Embed a single text; the same vector ``embed([text])[0]`` returns."""
         return self.embed([text])[0]

@@ -28,8 +28,10 @@ class InputEvent(Event):
     input: Any
 
 
-# A pydantic model's four slots, set through their descriptors (what ``model_construct``
-# does, field by field and several times slower).
+# A pydantic model's four slots, set through their descriptors: what ``model_construct``
+# does, without its per-field defaults and ``model_post_init`` (``InputEvent`` has neither to
+# run). The action log's packed event format has its own copy, with its invariant and a test
+# (``flink_agents/runtime/action_log/_packed.py``).
 _set_fields = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
@@ -57,35 +59,6 @@ def _constructed(cls: type[_E], fields: dict[str, Any], fields_set: set[str]) ->
     _set_extra(event, None)
     _set_private(event, None)
     return event
-
-
-def packed_event(event: Event) -> tuple[type[Event], dict[str, Any], tuple[str, ...]] | None:
-    """``event`` as plain values: its class, its field values (the id as its 128-bit
-    integer) and the names of the fields set. It pickles in about a third of the time the
-    model does: a model and its UUID each pickle through Python code (``__getstate__``,
-    ``copyreg``), about 8 us of a completed action's 13 in the action log. None for an
-    event that holds more than its fields (extra or private attributes) or whose id is not
-    a plain ``UUID``: keep the model itself then. ``unpacked_event`` makes it back."""
-    fields = event.__dict__
-    event_id = fields.get("id")
-    if (
-        type(event_id) is not UUID
-        or event.__pydantic_extra__ is not None
-        or event.__pydantic_private__ is not None
-    ):
-        return None
-    packed = dict(fields)  # in field order, the id's place kept
-    packed["id"] = event_id.int
-    return type(event), packed, tuple(event.__pydantic_fields_set__)
-
-
-def unpacked_event(packed: tuple[type[Event], dict[str, Any], tuple[str, ...]]) -> Event:
-    """The event ``packed_event`` made ``packed`` of, equal to the original (as unpickling
-    the model makes it: no validation)."""
-    cls, fields, fields_set = packed
-    fields = dict(fields)
-    fields["id"] = UUID(int=fields["id"])
-    return _constructed(cls, fields, set(fields_set))
 
 
 class OutputEvent(Event):

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from flink_agents._ids import durable_name
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._refs import ref_of
 from flink_agents.api._resources import ResourceDescriptor, ResourceType
@@ -87,6 +88,7 @@ class SubAgent(Tool):
             raise ToolArgumentsError(f"sub-agent {self.agent!r} takes {{'input': ...}}")
         return arguments["input"]
 
+    @durable_name("flink_agents.api._sub_agent:SubAgent.call")
     def call(self, arguments: Mapping[str, Any]) -> Any:
         raise FlinkAgentsError(
             f"sub-agent {self.agent!r} runs inside an action, for its key: use "

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from flink_agents._ids import durable_name
 from flink_agents.api._chat import ToolCall
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event
@@ -203,10 +204,12 @@ class FunctionTool(Tool):
     def metadata(self) -> ToolSpec:
         return self._metadata
 
+    @durable_name("flink_agents.api._tools:FunctionTool.call")
     def call(self, arguments: Mapping[str, Any]) -> Any:
         args, values = self._bind(arguments)
         return awaited(self.function(*args, **values))
 
+    @durable_name("flink_agents.api._tools:FunctionTool._acall")
     async def _acall(self, arguments: Mapping[str, Any]) -> Any:
         args, values = self._bind(arguments)
         return await self.function(*args, **values)

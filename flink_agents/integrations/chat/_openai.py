@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from flink_agents._ids import durable_name
 from flink_agents.api import (
     BaseChatModel,
     ChatMessage,
@@ -120,6 +121,7 @@ class OpenAIChatModel(BaseChatModel):
         self._async_loop: asyncio.AbstractEventLoop | None = None
         """The event loop ``achat`` ran on: its client's connections belong to it."""
 
+    @durable_name("flink_agents.integrations.chat._openai:OpenAIChatModel.chat")
     def chat(
         self,
         messages: Sequence[ChatMessage],
@@ -129,6 +131,7 @@ class OpenAIChatModel(BaseChatModel):
         request = self._request(messages, tools, output_schema)
         return self._response(*self._create(request), output_schema)
 
+    @durable_name("flink_agents.integrations.chat._openai:OpenAIChatModel.achat")
     async def achat(
         self,
         messages: Sequence[ChatMessage],

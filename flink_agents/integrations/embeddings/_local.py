@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from flink_agents._ids import durable_name
 from flink_agents.api import BaseEmbeddingModel, EmbeddingError
 from flink_agents.integrations.embeddings._cache import EmbeddingCache
 
@@ -122,6 +123,7 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
     def __repr__(self) -> str:
         return f"LocalEmbeddingModel(batch_size={self._batch_size}, threads={self._threads})"
 
+    @durable_name("flink_agents.integrations.embeddings._local:LocalEmbeddingModel.embed")
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts; use embed_one() for one text")
@@ -130,6 +132,7 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
             return []
         return self._on_runner(self._embed, texts)
 
+    @durable_name("flink_agents.integrations.embeddings._local:LocalEmbeddingModel.embed_one")
     def embed_one(self, text: str) -> list[float]:
         """Embed one text (a query): from the cache if it was embedded lately, else by one
         unpadded model run; the same vector ``embed([text])[0]`` returns."""

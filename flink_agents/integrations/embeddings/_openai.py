@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from flink_agents._ids import durable_name
 from flink_agents.api import BaseEmbeddingModel, EmbeddingError
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ class OpenAIEmbeddingModel(BaseEmbeddingModel):
             f"base_url={str(self._client.base_url)!r}, dimension={self._dimension})"
         )
 
+    @durable_name("flink_agents.integrations.embeddings._openai:OpenAIEmbeddingModel.embed")
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts; use embed_one() for one text")

@@ -34,6 +34,7 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
+from flink_agents._ids import durable_name
 from flink_agents.api import (
     ChatMessage,
     FlinkAgentsError,
@@ -463,6 +464,7 @@ class MCPTool(Tool):
     def metadata(self) -> ToolSpec:
         return self._metadata
 
+    @durable_name("flink_agents.integrations.mcp._server:MCPTool.call")
     def call(self, arguments: Mapping[str, Any]) -> Any:
         """Call the tool on its server.
 
@@ -472,6 +474,7 @@ class MCPTool(Tool):
         """
         return self.server.call_tool(self._metadata.name, arguments)
 
+    @durable_name("flink_agents.integrations.mcp._server:MCPTool.acall")
     async def acall(self, arguments: Mapping[str, Any]) -> Any:
         """``call``, awaited: the built-in tool action awaits it on the runner's event loop,
         so a call in flight holds no thread of the pool.

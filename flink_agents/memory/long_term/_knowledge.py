@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from flink_agents._ids import knowledge_set_id
+from flink_agents._ids import durable_name, knowledge_set_id
 from flink_agents.api import (
     BaseEmbeddingModel,
     Knowledge,
@@ -218,6 +218,7 @@ class StoredKnowledgeSet(KnowledgeSet):
         found = {r.id: _item(r.id, r.payload) for r in records}
         return [found[i] for i in dict.fromkeys(wanted) if i in found]
 
+    @durable_name("flink_agents.memory.long_term._knowledge:StoredKnowledgeSet.search")
     def search(self, query: str, limit: int = 10) -> list[KnowledgeSetItem]:
         vector = self._k.embedding.embed_one(query)
         self._k.pending.wait(_SCOPE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from flink_agents._ids import durable_name
 from flink_agents.api import (
     CapacityManageStrategy,
     LongTermMemory,
@@ -170,6 +171,7 @@ class StoredMemorySet(MemorySet):
         newest = self._core.items(self._key, self.name, limit=n, newest_first=True) if n else []
         return self._accessed(newest[::-1])
 
+    @durable_name("flink_agents.memory.long_term._sets:StoredMemorySet.search")
     def search(
         self, query: str, limit: int = 10, filters: Mapping[str, Any] | None = None
     ) -> list[MemorySetItem]:

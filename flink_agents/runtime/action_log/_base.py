@@ -22,8 +22,8 @@ from typing import Any, NamedTuple, Protocol, Self
 
 from flink_agents import _ids as ids
 from flink_agents.api import Event, FlinkAgentsError
-from flink_agents.api.internal import packed_event, unpacked_event
 from flink_agents.memory import MemoryDelta
+from flink_agents.runtime.action_log._packed import packed_event, unpacked_event
 
 PAYLOAD_VERSION = 1
 """Version of the payload layout inside the serialized bytes (not of the SQL schema)."""

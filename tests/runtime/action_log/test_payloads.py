@@ -11,7 +11,6 @@ import pytest
 from pydantic import PrivateAttr
 
 from flink_agents.api import Event, OutputEvent
-from flink_agents.api.internal import packed_event, unpacked_event
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime.action_log import ActionLogError, DurableCall, PickleSerializer
 from flink_agents.runtime.action_log._base import (
@@ -21,6 +20,7 @@ from flink_agents.runtime.action_log._base import (
     encode_call,
     encode_record,
 )
+from flink_agents.runtime.action_log._packed import packed_event, unpacked_event
 from tests.runtime.action_log.records import ident
 
 # pickle (protocol 5) of (1, (0, "llm", "d0", "r0", None)): a partial call as logs held it

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from pydantic import PrivateAttr
+
 from flink_agents.api import Event, InputEvent
 
 KEY = "u1"
@@ -28,3 +30,29 @@ SENT = Note(id=UUID("1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d"), text="sent by a mem
 
 def run_input_event() -> InputEvent:
     return InputEvent(id=INPUT_ID, input=RUN_INPUT)
+
+
+# -- added with the action log's golden payloads (release 0.2.0) ------------------------------
+
+
+class Flagged(Event):
+    """A user's event with a private attribute: the action log keeps it as the model."""
+
+    text: str
+    _seen: int = PrivateAttr(default=0)
+
+
+FLAGGED = Flagged(id=UUID("2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e"), text="kept whole")
+
+
+class QuotaExceeded(Exception):
+    """A user's exception a durable call raised, that pickles as itself."""
+
+
+class KeywordOnly(Exception):
+    """A user's exception that pickle writes but cannot read back: the action log keeps its
+    type name and message instead (``RecordedError``)."""
+
+    def __init__(self, *, code: int) -> None:
+        super().__init__(f"failed with code {code}")
+        self.code = code
