@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from flink_agents._ids import input_event_id
 from flink_agents.api import ActionExecutionError, Event
 from flink_agents.api.internal import input_event
 from flink_agents.memory import CachedState, StateMap
@@ -105,15 +106,15 @@ class PlainLane:
         if not self.plain_lane:
             return Done(0, (), self.start(key, sequence, record))
         journal = self.journal
+        # ``step`` replays the run's records, or records every action (``records_all``).
+        if journal is not None and (self.records_all or journal.may_replay(key, sequence)):
+            return Done(0, (), self.start(key, sequence, record))
+        # As ``RunEngine._input_event``: counted, and with the log, an id a replay repeats.
+        self.metrics.run_started(1)
         if journal is None:
-            self.metrics.run_started(1)  # ``_input_event``, inlined
             event = input_event(record)
         else:
-            journal.check()
-            # ``step`` replays the run's records, or records every action (``records_all``).
-            if self.records_all or journal.may_replay(key, sequence):
-                return Done(0, (), self.start(key, sequence, record))
-            event = self._input_event(key, sequence, record)
+            event = input_event(record, input_event_id(journal.job, key, sequence))
         inputs = self._input_actions
         queue = [(inputs[0], event)] if len(inputs) == 1 else [(a, event) for a in inputs]
         done, outputs, written, stop = self._plain_actions(
@@ -161,10 +162,8 @@ class PlainLane:
         if type(run) is not RunState or run.ready:
             return 0, [], None
         journal = self.journal
-        if journal is not None:
-            journal.check()
-            if self.records_all or journal.may_replay(run.key, run.sequence):
-                return 0, [], None
+        if journal is not None and (self.records_all or journal.may_replay(run.key, run.sequence)):
+            return 0, [], None
         actions = self._actions
         queue = [(actions[pending.action], pending.event) for pending in run.queue]
         done, outputs, written, stop = self._plain_actions(

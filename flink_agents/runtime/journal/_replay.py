@@ -243,7 +243,13 @@ class ActionJournal:
 
     def may_replay(self, key: Any, run_sequence: int) -> bool:
         """Whether the log may hold records or calls of run ``run_sequence`` of ``key`` from
-        an earlier attempt (``may_have_records`` without building an identity)."""
+        an earlier attempt (``may_have_records`` without building an identity): the fast
+        lane's one question per run.
+
+        Raises:
+            ActionLogError: the writer failed to write completed records (``check``).
+        """
+        self.check()
         return bool(self._index) and self._reached(key_text(key), run_sequence)
 
     def may_have_records(self, identity: ActionIdentity) -> bool:

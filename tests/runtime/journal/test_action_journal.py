@@ -555,7 +555,8 @@ def test_an_unstorable_record_raises_in_complete_and_queues_nothing():
 
 
 @pytest.mark.parametrize(
-    "operation", ["complete", "lookup", "recorder", "maybe_prune", "flush", "close"]
+    "operation",
+    ["complete", "lookup", "may_replay", "recorder", "maybe_prune", "flush", "close"],
 )
 def test_a_writer_failure_is_raised_by_the_next_operation(operation):
     """The writer's failure is kept and raised, naming the log, by whatever the operator
@@ -569,6 +570,7 @@ def test_a_writer_failure_is_raised_by_the_next_operation(operation):
     operations = {
         "complete": lambda: complete_one(logged, 2),
         "lookup": lambda: logged.lookup("k", 1, 2, "act"),
+        "may_replay": lambda: logged.may_replay("k", 2),  # the fast lane's question
         "recorder": lambda: logged.recorder(Lookup(identity, None, None), look_up=False),
         "maybe_prune": logged.maybe_prune,
         "flush": logged.flush,
