@@ -21,7 +21,7 @@ from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
-from flink_agents.api.internal import input_event
+from flink_agents.runtime.internal import input_event
 
 NUM_KEYS = 128
 COUNTS: Counter[str] = Counter()

@@ -36,9 +36,7 @@ def trace_one_record(log: bool, sleepy: bool) -> list[tuple[int, str, str, str |
     os.environ.setdefault("FLINK_AGENTS_DATA_DIR", tempfile.mkdtemp(prefix="route-"))
     from bench.agents import CounterAgent, SleepyAgent
     from flink_agents.plan import to_plan
-    from flink_agents.runtime import LocalRunner
-    from flink_agents.runtime._local import local_journal
-    from flink_agents.runtime._options import AgentOptions
+    from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
 
     journal = local_journal(AgentOptions()) if log else None
     agent = CounterAgent

@@ -1,7 +1,7 @@
 """The api layer's names for flink_agents' own packages, not for agent authors.
 
 The plan compiler, the runtime, the built-in agents and the integrations use some of the api
-layer's machinery (the markers ``@action`` leaves, how the framework makes a run's input event,
+layer's machinery (the markers ``@action`` leaves,
 references to code by ``module:qualname``) that is no part of the public API. They import it
 from here, never from a private module of ``flink_agents.api`` (``tests/test_imports.py``).
 Nothing here is promised to users: names come and go with the packages that use them.
@@ -10,7 +10,6 @@ Nothing here is promised to users: names come and go with the packages that use 
 from flink_agents.api._agent import ACTION_ATTR, RESOURCE_ATTR
 from flink_agents.api._chat import DEFAULT_MAX_STEPS, OutputSchema, resolve_output_schema
 from flink_agents.api._environment import KeySelector
-from flink_agents.api._events import input_event
 from flink_agents.api._knowledge import knowledge_text
 from flink_agents.api._long_term import CompactionFunction, Tags, normalize_tags
 from flink_agents.api._prompts import OfferedPrompt
@@ -31,7 +30,6 @@ __all__ = [
     "Tags",
     "awaited",
     "import_ref",
-    "input_event",
     "is_env_ref",
     "knowledge_text",
     "normalize_tags",

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from flink_agents._ids import input_event_id, key_text, new_job_name
 from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, InputEvent
-from flink_agents.api.internal import input_event
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._call_threads import CallThreads
@@ -58,6 +57,7 @@ from flink_agents.runtime._run_state import (
     landed,
     until_call,
 )
+from flink_agents.runtime._unvalidated import input_event
 from flink_agents.runtime.action_log import (
     ActionLogError,
     ActionRecord,

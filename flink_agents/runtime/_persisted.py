@@ -28,10 +28,10 @@ from typing import Any
 from uuid import UUID
 
 from flink_agents.api import FlinkAgentsError, InputEvent
-from flink_agents.api.internal import input_event
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._engine import PendingAction, RunState
+from flink_agents.runtime._unvalidated import input_event
 
 CONTROL_TAG = "flink-agents/control"
 CONTROL_VERSION = 2

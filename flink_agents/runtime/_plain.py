@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flink_agents._ids import input_event_id
 from flink_agents.api import ActionExecutionError, Event
-from flink_agents.api.internal import input_event
 from flink_agents.memory import CachedState, StateMap
 from flink_agents.plan import BoundAction
 from flink_agents.runtime._context import ActionContext, DirectActionContext
@@ -37,6 +36,7 @@ from flink_agents.runtime._run_state import (
     RunState,
     StepResult,
 )
+from flink_agents.runtime._unvalidated import input_event
 
 if TYPE_CHECKING:
     from flink_agents.runtime._fan_out import Suspended

@@ -1,7 +1,8 @@
 """The runtime's names for flink_agents' own packages, not for users.
 
 The command line reads and writes records the way every runner does (``_records``: JSON lines,
-keys, error records) and takes keys the same way (``_keys``). Other packages import these from
+keys, error records) and takes keys the same way (``_keys``); the benchmarks make a run's input
+event as the runtime does (``input_event``). Other packages import these from
 here, never from a private module of ``flink_agents.runtime`` (``tests/test_imports.py``).
 Nothing here is promised to users: names come and go with the packages that use them.
 """
@@ -14,5 +15,14 @@ from flink_agents.runtime._records import (
     take_key,
     to_json_line,
 )
+from flink_agents.runtime._unvalidated import input_event
 
-__all__ = ["BadRecord", "key_function", "parse_json_object", "rejected", "take_key", "to_json_line"]
+__all__ = [
+    "BadRecord",
+    "input_event",
+    "key_function",
+    "parse_json_object",
+    "rejected",
+    "take_key",
+    "to_json_line",
+]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from flink_agents._ids import ACTION_LOG_NAMESPACE as NAMESPACE
 from flink_agents._ids import input_event_id, key_text, new_event_id, uuid_from_bits
 from flink_agents.api import InputEvent
-from flink_agents.api._events import input_event
+from flink_agents.runtime.internal import input_event
 
 
 @given(st.integers(min_value=0, max_value=2**128 - 1), st.sampled_from([1, 3, 4, 5]))

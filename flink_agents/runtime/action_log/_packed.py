@@ -15,42 +15,14 @@ record written after the change, and ``unpacked_event`` must read every layout e
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel
-
 from flink_agents.api import Event
+from flink_agents.runtime._unvalidated import constructed
 
 PackedEvent = tuple[type[Event], dict[str, Any], tuple[str, ...]]
 """``(class, field values with the id as an int, names of the fields set)``."""
-
-_E = TypeVar("_E", bound=Event)
-
-# A pydantic model's state is its four slots: ``__dict__`` (the field values),
-# ``__pydantic_fields_set__``, ``__pydantic_extra__`` and ``__pydantic_private__``.
-# ``BaseModel.model_construct`` fills the same four and nothing else, but it also runs a
-# model's ``model_post_init`` (unpickling a model does not, and neither may reading a
-# record: the event must come back as it was sent) and fills defaults field by field.
-# Invariant, held by ``tests/runtime/action_log/test_packed.py``: for an event without
-# ``model_post_init``, ``_constructed(cls, fields, fields_set)`` equals
-# ``cls.model_construct(_fields_set=fields_set, **fields)`` slot for slot.
-_set_fields = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_new_object = object.__new__
-
-
-def _constructed(cls: type[_E], fields: dict[str, Any], fields_set: set[str]) -> _E:
-    """An event of ``cls`` holding ``fields`` (all of them, in field order), of which
-    ``fields_set`` were given, and nothing else: no validation, no ``model_post_init``."""
-    event = _new_object(cls)
-    _set_fields(event, fields)
-    _set_fields_set(event, fields_set)
-    _set_extra(event, None)
-    _set_private(event, None)
-    return event
 
 
 def packed_event(event: Event) -> PackedEvent | None:
@@ -77,4 +49,4 @@ def unpacked_event(packed: PackedEvent) -> Event:
     cls, fields, fields_set = packed
     fields = dict(fields)
     fields["id"] = UUID(int=fields["id"])
-    return _constructed(cls, fields, set(fields_set))
+    return constructed(cls, fields, set(fields_set))
