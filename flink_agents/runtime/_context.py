@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from flink_agents._ids import function_id
 from flink_agents.api import (
@@ -58,6 +58,20 @@ def _check_sendable(event: Any) -> None:
     if isinstance(event, InputEvent):
         raise FlinkAgentsError("actions cannot send an InputEvent: the framework creates it")
     _SENDABLE[type(event)] = True
+
+
+class Origin(NamedTuple):
+    """Where an execution of an action is recorded: the run, the step and the action."""
+
+    sequence: int
+    """The run's sequence number for its key."""
+    step: int
+    """The step in the run (for a sub-run's action: as ``RunEngine._identity_of`` gives it)."""
+    action: str
+    """The action's name (for a sub-run's action: prefixed as ``_identity_of`` gives it)."""
+
+
+NO_ORIGIN = Origin(0, 0, "")
 
 
 class ActionServices:
@@ -130,7 +144,7 @@ class ActionContext(RunnerContext):
         short_term: StateMap,
         config: Mapping[str, Any],
         services: ActionServices,
-        origin: tuple[int, int, str] = (0, 0, ""),
+        origin: Origin = NO_ORIGIN,
         retried: bool = False,
     ) -> None:
         """``origin``: the run sequence, step and action name this execution is recorded
@@ -240,7 +254,7 @@ class ActionContext(RunnerContext):
 
     @property
     def action_metric_group(self) -> MetricGroup:
-        return self._metric_source().action_group(self.origin[2].rpartition(":")[2])
+        return self._metric_source().action_group(self.origin.action.rpartition(":")[2])
 
     @property
     def metrics(self) -> AgentMetrics | None:

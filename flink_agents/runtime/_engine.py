@@ -26,7 +26,7 @@ from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, Inpu
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._call_threads import CallThreads
-from flink_agents.runtime._context import NO_CHANGE, ActionContext, ActionServices
+from flink_agents.runtime._context import NO_CHANGE, ActionContext, ActionServices, Origin
 from flink_agents.runtime._engine_services import EngineServices
 from flink_agents.runtime._event_log import EventLog
 from flink_agents.runtime._fan_out import (
@@ -372,7 +372,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             short_term,
             config,
             self._services,
-            (run.sequence, step, name),
+            Origin(run.sequence, step, name),
             run.attempts > 0,
         )
         if lookup is not None:

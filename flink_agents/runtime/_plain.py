@@ -26,7 +26,7 @@ from flink_agents._ids import input_event_id
 from flink_agents.api import ActionExecutionError, Event
 from flink_agents.memory import CachedState, StateMap
 from flink_agents.plan import BoundAction
-from flink_agents.runtime._context import ActionContext, DirectActionContext
+from flink_agents.runtime._context import ActionContext, DirectActionContext, Origin
 from flink_agents.runtime._run_state import (
     Done,
     Failed,
@@ -219,7 +219,7 @@ class PlainLane:
                 short_term,
                 configs[name],
                 services,
-                (sequence, steps + done + 1, name),
+                Origin(sequence, steps + done + 1, name),
                 retried,
             )
             retried = False
