@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import wait
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from flink_agents.api import ActionExecutionError
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
@@ -122,12 +122,22 @@ class Timers(Protocol):
         ...
 
 
+class Emission(NamedTuple):
+    """A record the driver emits on one of the runner's side channels (error records,
+    memory snapshots) rather than as an output. The runner gave the driver its channels:
+    PyFlink ``OutputTag``s on Flink, which route a ``(tag, value)`` tuple, as this is, to
+    the tag's side output as it stands."""
+
+    channel: Any
+    value: Any
+
+
 class KeyDriver:
     """Runs an agent's runs for any number of keys; see the module docstring.
 
     Args:
         engine: the run engine (plan, options, action journal).
-        errors: the channel error records are emitted on, as ``(errors, record)``.
+        errors: the channel error records are emitted on, as ``Emission(errors, record)``.
         snapshots: the channel memory snapshots are emitted on (``memory-snapshots``).
     """
 
@@ -386,7 +396,7 @@ class KeyDriver:
                     metrics.run_failed()
                     metrics.run_to_error_output()
                     event_log.run_finished(run.key, run.sequence, "error_output", error=error)
-                    yield (
+                    yield Emission(
                         self.errors,
                         failed_run(
                             run.key,
@@ -405,7 +415,7 @@ class KeyDriver:
                 engine.end(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
-                    yield (
+                    yield Emission(
                         self.snapshots,
                         {
                             "key": run.key,

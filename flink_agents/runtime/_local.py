@@ -29,7 +29,7 @@ from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, FlinkAgen
 from flink_agents.api.internal import KeySelector
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
-from flink_agents.runtime._driver import KeyControl, KeyDriver
+from flink_agents.runtime._driver import Emission, KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
 from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._input_order import InputOrder
@@ -230,7 +230,7 @@ class LocalRunner:
         """An input that never reaches the agent (its key could not be taken): its
         ``rejected`` error record, at its place in the input, whatever the error policy."""
         position = self._order.admit()
-        self._order.add(position, (None, (ERRORS, error)))
+        self._order.add(position, (None, Emission(ERRORS, error)))
         self._order.close(position)
         self.metrics.input_rejected()
         self._release()
@@ -384,11 +384,11 @@ class LocalRunner:
         """Report what the order releases (or ``items``, released already): outputs to
         ``keyed_outputs`` and the outputs to return, errors and snapshots to their lists."""
         for key, item in self._order.release() if items is None else items:
-            channel = item[0] if type(item) is tuple and len(item) == 2 else None
-            if channel is ERRORS:
-                self.errors.append(item[1])
-            elif channel is SNAPSHOTS:
-                self.memory_snapshots.append(item[1])
+            if type(item) is Emission:
+                if item.channel is ERRORS:
+                    self.errors.append(item.value)
+                else:
+                    self.memory_snapshots.append(item.value)
             else:
                 self.keyed_outputs.append((key, item))
                 self.outputs_per_key[key] += 1
