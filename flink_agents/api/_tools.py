@@ -46,7 +46,7 @@ def awaited(result: Any) -> Any:
     cannot be started inside another. For tools and durable calls."""
     if not inspect.iscoroutine(result):
         return result
-    import asyncio  # here: importing it cost a Flink operator's start ~40 ms (bench/RESULTS.md)
+    import asyncio  # here, not at the top: it slows a Flink operator's start (bench/RESULTS.md)
 
     try:
         asyncio.get_running_loop()

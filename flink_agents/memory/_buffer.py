@@ -22,7 +22,7 @@ class MemoryDelta:
 
     Never changed once made (deltas are shared: the action log's records, the empty
     ``NO_CHANGE``). Not a frozen dataclass only because one is made per action on the hot
-    path, and a frozen one's constructor costs about 2.5 times as much."""
+    path, and a frozen one's constructor costs several times as much."""
 
     cleared: bool = False
     puts: dict[str, Any] = field(default_factory=dict)

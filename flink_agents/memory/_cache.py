@@ -246,7 +246,7 @@ class _CachedRoot(StoredMemoryObject):
     """The root memory object over a ``CachedState`` (its ``memory_root``), whose ``get`` and
     ``set`` of a plain value in a field the cache already holds read and write the cache
     directly: what ``StoredMemoryObject``'s do through ``CachedState.get`` and ``put``, in
-    a third of the interpreter's steps. They are the bulk of a plain action's own work on
+    fewer steps. They are the bulk of a plain action's own work on
     memory (``bench/RESULTS.md``). Anything else, and a root moved onto a buffer (the
     state is then not a ``CachedState``), takes ``StoredMemoryObject``'s path."""
 

@@ -56,7 +56,8 @@ class RejectedInput:
 
     Sending it through the keyed stream, rather than to a side output of the key-taking
     step, keeps that step chained to the operator before it: in PyFlink's thread mode a
-    side output there cost about 15-30 us per record (``bench/RESULTS.md``)."""
+    side output there costs every record a share of the operator's time
+    (``bench/RESULTS.md``)."""
 
     __slots__ = ()
 
@@ -154,14 +155,14 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         # (see ``_Closing``), or when it exits.
         self._closing = weakref.finalize(self, closing)
         if self._mirror.thread_mode:
-            # What exists now (PyFlink, the plan, its resources: some 170,000 objects) is
-            # left out of the collector's full passes until ``close``. With parked runs
-            # promoting objects to the oldest generation, a full pass took up to 120 ms,
-            # stopping every Python thread (bench/RESULTS.md); under 20 since. Only in
-            # thread mode, where the interpreter is the TaskManager's: a local process-mode
-            # job runs its Python in the client's own process.
-            # The young generations are collected first (1-3 ms), not all three: a full pass
-            # here took 85-120 ms of the job's start-up and found a handful of objects. So
+            # What exists now (PyFlink, the plan, its resources: a large, long-lived object
+            # graph) is left out of the collector's full passes until ``close``: with parked
+            # runs promoting objects to the oldest generation, full passes over it stopped
+            # every Python thread for long pauses (bench/RESULTS.md). Only in thread mode,
+            # where the interpreter is the TaskManager's: a local process-mode job runs its
+            # Python in the client's own process.
+            # Only the young generations are collected first, not all three: a full pass
+            # here cost the job's start-up far more than the few objects it found. So
             # garbage already in the oldest generation (a former job's, in a long-lived
             # TaskManager) stays frozen with the rest until ``close``.
             gc.collect(1)
@@ -379,7 +380,7 @@ class _FlinkTimers:
 
     The clock is read in Python: Flink's processing time is the system clock
     (``System.currentTimeMillis``), and asking the timer service for it is a call into the
-    JVM that cost about 35 us in thread mode, several times per parked run."""
+    JVM, made several times per parked run (``bench/RESULTS.md``)."""
 
     service: Any = None
 

@@ -204,8 +204,8 @@ class FlinkAgentBuilder(AgentBuilder):
             # Rejected records travel to the dispatcher under a reserved key when the key
             # type can hold one (pickled or string keys), else to a side output of this step.
             # One Python step takes the key and keys the stream (``_keyed``), where PyFlink's
-            # ``key_by`` would add a second one after it (measured: about 3 us per record in
-            # thread mode, 23 in process mode).
+            # ``key_by`` would add a second one after it (a cost per record in both modes,
+            # bench/RESULTS.md).
             rejected_key = _rejected_key_for(self._key_type)
             keyed = (
                 self._stream.process(
