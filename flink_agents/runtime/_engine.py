@@ -21,7 +21,7 @@ from concurrent.futures import wait
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from flink_agents._ids import input_event_id, key_text, new_job_name
+from flink_agents._ids import input_event_id, new_job_name
 from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, InputEvent
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased
 from flink_agents.plan import BoundAction, BoundPlan
@@ -63,7 +63,7 @@ from flink_agents.runtime.action_log import (
     ActionRecord,
     UnstorableValueError,
 )
-from flink_agents.runtime.journal import ActionJournal, CallRecorder, Lookup
+from flink_agents.runtime.journal import ActionJournal, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop
@@ -197,43 +197,6 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         if type(run) is SubRunState:
             return run.parent_step, f"{run.namespace}{step}:{action}"
         return step, action
-
-    def _writer_identity(
-        self, key: Any, sequence: int, step: int, action: str, lookup: Lookup | None = None
-    ) -> tuple[Any, ...]:
-        """What long-term items an action writes derive their ids from: its action-log
-        identity (``lookup``'s, when the journal was asked for the execution), or without
-        a log this engine's id (a retry repeats it, another process does not) with the key,
-        run, step and action."""
-        if self.journal is not None:
-            if lookup is not None:
-                identity = lookup.identity
-            else:
-                identity = self.journal.identity(key, sequence, step, action)
-            # Its fields in order, read one by one: ``dataclasses.astuple`` copies
-            # recursively (``bench/RESULTS.md``).
-            return (
-                identity.job,
-                identity.key,
-                identity.run_sequence,
-                identity.step,
-                identity.action,
-            )
-        return (self._engine_id, key_text(key), sequence, step, action)
-
-    def _new_recorder(
-        self, key: Any, sequence: int, step: int, action: str, retried: bool, lookup: Lookup | None
-    ) -> CallRecorder:
-        """The durable-call recorder of one action execution (its recorded calls loaded
-        when an earlier execution may have made some), from what the journal answered for
-        it (``lookup``), asked here for a context made without asking (the plain lane).
-
-        Raises:
-            ActionLogError: the log failed.
-        """
-        if lookup is None:
-            lookup = self.journal.lookup(key, sequence, step, action)
-        return self.journal.recorder(lookup, look_up=retried)
 
     def start(self, key: Any, sequence: int, record: Any) -> RunState:
         """A new run for ``record``: its ``InputEvent`` queued for the input actions."""

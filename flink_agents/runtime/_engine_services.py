@@ -1,6 +1,6 @@
 """What a ``RunEngine`` starts besides runs, and how it stops it all: the executor of
 durable calls, the event loop of ``async def`` durable functions, the engines of sub-agents,
-and ``close``.
+the factories of call recorders and write identities its contexts use, and ``close``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from flink_agents._ids import key_text
 from flink_agents.runtime._call_threads import CallThreads
+from flink_agents.runtime.journal import CallRecorder, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
     from flink_agents.runtime._call_loop import CallLoop
@@ -139,3 +141,42 @@ class EngineServices:
 
             self._sub_runs = SubRuns(self)
         return self._sub_runs
+
+    # -- what the contexts make through ``ActionServices`` ----------------------------------
+
+    def _writer_identity(
+        self, key: Any, sequence: int, step: int, action: str, lookup: Lookup | None = None
+    ) -> tuple[Any, ...]:
+        """What long-term items an action writes derive their ids from: its action-log
+        identity (``lookup``'s, when the journal was asked for the execution), or without
+        a log this engine's id (a retry repeats it, another process does not) with the key,
+        run, step and action."""
+        if self.journal is not None:
+            if lookup is not None:
+                identity = lookup.identity
+            else:
+                identity = self.journal.identity(key, sequence, step, action)
+            # Its fields in order, read one by one: ``dataclasses.astuple`` copies
+            # recursively (``bench/RESULTS.md``).
+            return (
+                identity.job,
+                identity.key,
+                identity.run_sequence,
+                identity.step,
+                identity.action,
+            )
+        return (self._engine_id, key_text(key), sequence, step, action)
+
+    def _new_recorder(
+        self, key: Any, sequence: int, step: int, action: str, retried: bool, lookup: Lookup | None
+    ) -> CallRecorder:
+        """The durable-call recorder of one action execution (its recorded calls loaded
+        when an earlier execution may have made some), from what the journal answered for
+        it (``lookup``), asked here for a context made without asking (the plain lane).
+
+        Raises:
+            ActionLogError: the log failed.
+        """
+        if lookup is None:
+            lookup = self.journal.lookup(key, sequence, step, action)
+        return self.journal.recorder(lookup, look_up=retried)
