@@ -8,34 +8,19 @@ from uuid import UUID
 
 import pytest
 
-from flink_agents.api import ChatMessage, Event, InputEvent
+from flink_agents.api import ChatMessage, InputEvent
 from flink_agents.runtime._unvalidated import constructed, input_event
-
-
-class Noted(Event):
-    notes: list[dict[str, int]]
-    message: ChatMessage | None = None
-    level: str = "info"
-
-
-def _slots(event: Event) -> tuple[Any, ...]:
-    return (
-        type(event),
-        list(event.__dict__.items()),  # values and field order
-        event.__pydantic_fields_set__,
-        event.__pydantic_extra__,
-        event.__pydantic_private__,
-    )
+from tests.runtime.event_slots import Noted, slots
 
 
 @pytest.mark.parametrize("record", [None, {"text": "hi"}, ("k", 1), [1, 2]])
 def test_an_input_event_equals_the_validated_one(record: Any) -> None:
     event_id = UUID(int=42)
-    assert _slots(input_event(record, event_id)) == _slots(InputEvent(id=event_id, input=record))
+    assert slots(input_event(record, event_id)) == slots(InputEvent(id=event_id, input=record))
     fresh = input_event(record)
     validated = InputEvent(input=record)
     assert type(fresh.id) is UUID and fresh.id != validated.id
-    assert _slots(fresh)[2:] == _slots(validated)[2:]
+    assert slots(fresh)[2:] == slots(validated)[2:]
     assert fresh.input == record and fresh.__pydantic_fields_set__ == {"input"}
 
 
@@ -55,6 +40,6 @@ def test_an_input_event_equals_the_validated_one(record: Any) -> None:
     ],
 )
 def test_constructed_equals_model_construct(fields: dict[str, Any], fields_set: set[str]) -> None:
-    assert _slots(constructed(Noted, dict(fields), set(fields_set))) == _slots(
+    assert slots(constructed(Noted, dict(fields), set(fields_set))) == slots(
         Noted.model_construct(_fields_set=set(fields_set), **fields)
     )

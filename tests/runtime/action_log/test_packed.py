@@ -6,32 +6,13 @@ holds it to pydantic's public constructor, slot for slot, for the shapes events 
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 import pytest
 
 from flink_agents.api import ChatMessage, Event, InputEvent, OutputEvent
 from flink_agents.runtime.action_log._packed import packed_event, unpacked_event
-
-
-class Noted(Event):
-    """Nested values, a default left unset, and a pydantic value among the fields."""
-
-    notes: list[dict[str, int]]
-    message: ChatMessage | None = None
-    level: str = "info"
-
-
-def _slots(event: Event) -> tuple[Any, ...]:
-    return (
-        type(event),
-        list(event.__dict__.items()),  # values and field order
-        event.__pydantic_fields_set__,
-        event.__pydantic_extra__,
-        event.__pydantic_private__,
-    )
-
+from tests.runtime.event_slots import Noted, slots
 
 EVENTS = [
     InputEvent(input={"text": "hi"}),
@@ -51,7 +32,7 @@ def test_an_unpacked_event_equals_model_construct_slot_for_slot(event: Event) ->
         _fields_set=set(fields_set), **{**fields, "id": UUID(int=fields["id"])}
     )
     unpacked = unpacked_event(packed)
-    assert _slots(unpacked) == _slots(constructed) == _slots(event)
+    assert slots(unpacked) == slots(constructed) == slots(event)
     assert type(unpacked.id) is UUID
 
 
