@@ -6,6 +6,7 @@ interpreter is the TaskManager's, shared with every other Python operator and jo
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,8 +51,24 @@ def _thread_mode_state() -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return tuple(state[0]), tuple(state[1])
 
 
+def _settled(
+    expected: tuple[tuple[int, int, int], tuple[int, int, int]], timeout_s: float = 30.0
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """``_thread_mode_state`` once it is ``expected``, or as it is after ``timeout_s``: a
+    dispatcher of a failed or stopped job is closed by its finalizer, which runs once nothing
+    refers to it any more (a call thread may still, for as long as its call takes)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = _thread_mode_state()
+        if state == expected or time.monotonic() > deadline:
+            return state
+        time.sleep(1.0)
+
+
 def test_the_young_threshold_is_raised_while_agents_run_and_restored_after():
-    _, own = _thread_mode_state()
+    now, own = _thread_mode_state()
+    if now != own:  # a dispatcher of an earlier test's job in this interpreter is still open
+        assert _settled((own, own)) == (own, own), "an earlier job's dispatcher stays open"
     raised = (max(own[0], YOUNG), *own[1:])
     assert raised != own  # else there is nothing to see
     # Two subtasks: two dispatchers open at once in one interpreter.
@@ -59,7 +76,7 @@ def test_the_young_threshold_is_raised_while_agents_run_and_restored_after():
     outputs = run_agent("flink", ThresholdProbe, records, "k")
     assert sorted(key for key, _ in outputs) == list("abcd")
     assert {tuple(thresholds) for _, thresholds in outputs} == {raised}
-    assert _thread_mode_state() == (own, own)
+    assert _settled((own, own)) == (own, own)
 
 
 class _Dispatcher:
