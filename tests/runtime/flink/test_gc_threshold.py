@@ -6,8 +6,12 @@ interpreter is the TaskManager's, shared with every other Python operator and jo
 from __future__ import annotations
 
 import gc
-import time
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +22,7 @@ from flink_agents.runtime.flink._dispatcher import _YoungGenerationThreshold
 from tests.runtime.flink.runners import flink_environment, run_agent
 
 YOUNG = _YoungGenerationThreshold.YOUNG_THRESHOLD
+REPO = Path(__file__).resolve().parents[3]
 
 
 class ThresholdProbe(Agent):
@@ -51,32 +56,51 @@ def _thread_mode_state() -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return tuple(state[0]), tuple(state[1])
 
 
-def _settled(
-    expected: tuple[tuple[int, int, int], tuple[int, int, int]], timeout_s: float = 30.0
-) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """``_thread_mode_state`` once it is ``expected``, or as it is after ``timeout_s``: a
-    dispatcher of a failed or stopped job is closed by its finalizer, which runs once nothing
-    refers to it any more (a call thread may still, for as long as its call takes)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        state = _thread_mode_state()
-        if state == expected or time.monotonic() > deadline:
-            return state
-        time.sleep(1.0)
-
-
-def test_the_young_threshold_is_raised_while_agents_run_and_restored_after():
-    now, own = _thread_mode_state()
-    if now != own:  # a dispatcher of an earlier test's job in this interpreter is still open
-        assert _settled((own, own)) == (own, own), "an earlier job's dispatcher stays open"
-    raised = (max(own[0], YOUNG), *own[1:])
-    assert raised != own  # else there is nothing to see
+def measure() -> dict[str, Any]:
+    """In this process's MiniCluster: the thread-mode interpreter's state before an agent
+    job, what the job's two dispatchers saw while open, and the state after."""
+    before = _thread_mode_state()
     # Two subtasks: two dispatchers open at once in one interpreter.
     records = [{"k": key} for key in "abcd"]
     outputs = run_agent("flink", ThresholdProbe, records, "k")
-    assert sorted(key for key, _ in outputs) == list("abcd")
-    assert {tuple(thresholds) for _, thresholds in outputs} == {raised}
-    assert _settled((own, own)) == (own, own)
+    return {
+        "before": before,
+        "keys": sorted(key for key, _ in outputs),
+        "seen": sorted({tuple(thresholds) for _, thresholds in outputs}),
+        "after": _thread_mode_state(),
+    }
+
+
+def test_the_young_threshold_is_raised_while_agents_run_and_restored_after():
+    """In a process of its own, as a TaskManager that runs this one job: the thread-mode
+    interpreter of this test process's MiniCluster is shared with every earlier test's jobs,
+    whose dispatchers need not all be gone."""
+    environment = {  # without what a PyFlink job in this process left in its environment
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith("FLINK_AGENTS_")
+        or not (
+            name.startswith(("FLINK_", "PYFLINK_", "_PYFLINK"))
+            or name == "PYTHON_LOOPBACK_SERVER_ADDRESS"
+        )
+    }
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.runtime.flink.test_gc_threshold"],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == 0, child.stderr[-4000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    own = tuple(result["before"][1])
+    assert tuple(result["before"][0]) == own  # no dispatcher open before the job
+    raised = [max(own[0], YOUNG), *own[1:]]
+    assert raised != list(own)  # else there is nothing to see
+    assert result["keys"] == list("abcd")
+    assert result["seen"] == [raised]
+    assert [tuple(t) for t in result["after"]] == [own, own]
 
 
 class _Dispatcher:
@@ -118,3 +142,7 @@ def test_a_dispatcher_that_never_closed_does_not_keep_it_raised(own):
 
 
 pytestmark = pytest.mark.flink
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure()))
