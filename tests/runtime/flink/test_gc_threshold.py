@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pyflink.common import Types
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, action
 from flink_agents.runtime.flink._dispatcher import _YoungGenerationThreshold
+from tests.memory.long_term.test_rescale import child_environment
 from tests.runtime.flink.runners import flink_environment, run_agent
 
 YOUNG = _YoungGenerationThreshold.YOUNG_THRESHOLD
@@ -75,19 +75,10 @@ def test_the_young_threshold_is_raised_while_agents_run_and_restored_after():
     """In a process of its own, as a TaskManager that runs this one job: the thread-mode
     interpreter of this test process's MiniCluster is shared with every earlier test's jobs,
     whose dispatchers need not all be gone."""
-    environment = {  # without what a PyFlink job in this process left in its environment
-        name: value
-        for name, value in os.environ.items()
-        if name.startswith("FLINK_AGENTS_")
-        or not (
-            name.startswith(("FLINK_", "PYFLINK_", "_PYFLINK"))
-            or name == "PYTHON_LOOPBACK_SERVER_ADDRESS"
-        )
-    }
     child = subprocess.run(
         [sys.executable, "-m", "tests.runtime.flink.test_gc_threshold"],
         cwd=REPO,
-        env=environment,
+        env=child_environment(),  # without what a job in this process left behind
         capture_output=True,
         text=True,
         timeout=600,
