@@ -20,10 +20,11 @@ end of the next callback of any key, made current for it in the keyed state back
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from time import monotonic, time_ns
 from typing import Any
 
@@ -48,6 +49,8 @@ DRAIN_TIMESTAMP = 2**62
 ERROR_TAG = OutputTag("agent-errors", Types.PICKLED_BYTE_ARRAY())
 MEMORY_TAG = OutputTag("agent-memory", Types.PICKLED_BYTE_ARRAY())
 EVENT_LOG_TAG = OutputTag("agent-event-log", Types.STRING())
+
+logger = logging.getLogger(__name__)
 
 
 class RejectedInput:
@@ -173,6 +176,20 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         if self._closing is not None:
             self._closing()  # once: a later call, or the finalizer, does nothing
 
+    def _failing(self) -> None:
+        """An exception is leaving a callback: it fails this subtask, and Flink will not
+        call ``close``. Close now rather than when the dispatcher is dropped: the failure
+        may keep it alive. Its traceback holds the frames of this callback, and the same
+        exception object may be held elsewhere (a shared embedding batch fails the futures
+        of several parked runs with one exception), so a cycle through the parked runs, the
+        metrics and the finalizer's ``_Closing`` kept a failed subtask's dispatcher, its
+        call threads and its log open in the TaskManager for good. The failure itself goes
+        on: a failure to close is only logged."""
+        try:
+            self.close()
+        except Exception:
+            logger.exception("closing the dispatcher of a failing subtask failed")
+
     def process_element(
         self, keyed: tuple[Any, Any], ctx: KeyedProcessFunction.Context
     ) -> Iterator[Any]:
@@ -183,11 +200,15 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             self._driver.metrics.input_rejected()
             return iter(((ERROR_TAG, keyed[1]),))  # a record whose key could not be taken
         self._timers.service = ctx.timer_service()
-        # (key, record): the builder took the key before keying.
-        emitted = self._driver.on_record(key, keyed[1], self._state, self._timers)
-        if self._driver.parked.ready:
-            emitted = self._and_ready(emitted, key, patient=True)
-        return emitted if self._plain else self._finished(emitted)
+        try:
+            # (key, record): the builder took the key before keying.
+            emitted = self._driver.on_record(key, keyed[1], self._state, self._timers)
+            if self._driver.parked.ready:
+                emitted = self._and_ready(emitted, key, patient=True)
+        except Exception:
+            self._failing()
+            raise
+        return self._finished(emitted)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[Any]:
         self._timers.service = ctx.timer_service()
@@ -196,13 +217,17 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         # The timestamp first: reading the time domain is a call into the JVM (thread mode),
         # and no processing-time timer is due that far ahead.
         draining = timestamp >= DRAIN_TIMESTAMP and ctx.time_domain() == TimeDomain.EVENT_TIME
-        if draining:
-            emitted = self._driver.on_end_of_input(key, self._state, self._timers)
-        else:
-            emitted = self._driver.on_timer(key, self._state, self._timers)
-        if self._driver.parked.ready:
-            emitted = self._and_ready(emitted, key, patient=not draining)
-        return emitted if self._plain else self._finished(emitted)
+        try:
+            if draining:
+                emitted = self._driver.on_end_of_input(key, self._state, self._timers)
+            else:
+                emitted = self._driver.on_timer(key, self._state, self._timers)
+            if self._driver.parked.ready:
+                emitted = self._and_ready(emitted, key, patient=not draining)
+        except Exception:
+            self._failing()
+            raise
+        return self._finished(emitted)
 
     def _and_ready(self, emitted: Iterator[Any], own_key: Any, patient: bool) -> Iterator[Any]:
         """The callback's own emissions, then those of the parked runs of other keys whose
@@ -236,12 +261,26 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
         if ready:
             parked.wake_soon(own_key, self._timers)
 
-    def _finished(self, emitted: Iterator[Any]) -> Iterator[Any]:
-        """The driver's emissions, then the event-log lines they wrote (side output); in
+    def _finished(self, emitted: Iterable[Any]) -> Iterable[Any]:
+        """What a callback returns: the driver's emissions, as they are where they are made
+        already (a tuple or list) and nothing else is due; else ``_guarded``."""
+        if self._plain and (type(emitted) is tuple or type(emitted) is list):
+            return emitted
+        return self._guarded(emitted)
+
+    def _guarded(self, emitted: Iterable[Any]) -> Iterator[Any]:
+        """The driver's emissions, made as PyFlink takes them (a failure closes this
+        dispatcher, ``_failing``), then the event-log lines they wrote (side output); in
         process mode, a metrics flush when one is due: PyFlink reports a bundle's metric
         updates when the bundle ends, so updates made at the end of a callback are not held
         back by the next callback's bundle."""
-        yield from emitted
+        try:
+            yield from emitted
+        except Exception:
+            self._failing()
+            raise
+        if self._plain:
+            return
         lines = self._event_lines
         while lines:
             yield EVENT_LOG_TAG, lines.popleft()
