@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,22 +83,28 @@ class LongTermProvider:
         return self._knowledge.bound(ids)
 
     def close(self, timeout: float | None = 60.0) -> None:
-        """Store added items, let running compactions finish (up to ``timeout``), then
-        release the store."""
+        """Store added items and let running compactions finish, all within ``timeout``
+        seconds (None: until they end), then release the store (which the next attempt of
+        a failed job may be waiting for)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         with self._lock:
             memory, knowledge, store = self._memory, self._knowledge, self._store
             batcher = self._batcher
             self._memory = self._knowledge = self._store = self._batcher = None
         try:
             if memory is not None:
-                memory.wait_for_writes(timeout)
-                memory.wait_for_compaction(timeout)
-                memory.close()
+                memory.wait_for_writes(left())
+                memory.wait_for_compaction(left())
+                memory.close(left())
             if knowledge is not None:
-                knowledge.pending.wait_all(timeout)
+                knowledge.pending.wait_all(left())
         finally:
             if batcher is not None:
-                batcher.close(timeout)
+                batcher.close(left())
             if store is not None:
                 store.close()
 

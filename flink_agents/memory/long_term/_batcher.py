@@ -129,7 +129,13 @@ class EmbeddingBatcher:
                     break
                 batch.append(more)
                 size += len(more.texts)
-            self._pool.submit(self._embed, batch)
+            try:
+                self._pool.submit(self._embed, batch)
+            except RuntimeError:
+                # The interpreter is exiting: its thread pools take no more work once their
+                # exit hook has run, before the finalizers that close this batcher. Embedded
+                # here, the batch's items still land, and the writes a close waits for end.
+                self._embed(batch)
         self._pool.shutdown(wait=True)  # what was submitted is embedded before close returns
 
     def _embed(self, batch: list[_Request]) -> None:

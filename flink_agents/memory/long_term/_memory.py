@@ -102,9 +102,10 @@ class VectorLongTermMemory:
         """Wait until every added item is stored; False if ``timeout`` seconds passed first."""
         return self.core.pending.wait_all(timeout)
 
-    def close(self) -> None:
-        """Store added items, write gathered reads, finish running background work and stop
-        the pool (the store and the batcher stay open)."""
-        self.wait_for_writes(60.0)
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Store added items (waiting up to ``timeout`` seconds), write gathered reads,
+        finish running background work and stop the pool (the store and the batcher stay
+        open)."""
+        self.wait_for_writes(timeout)
         self.access.flush()
         self.compactor.close()

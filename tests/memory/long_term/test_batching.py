@@ -4,6 +4,8 @@ and an item that cannot be embedded fails the action that added it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -154,6 +156,45 @@ def test_close_embeds_everything_submitted_before_it():
     assert all(f.done() and f.exception() is None for f in futures)
     with pytest.raises(RuntimeError, match="closed"):
         batcher.submit(["late"])
+
+
+EXITING = """
+import atexit
+from concurrent.futures import wait
+
+from flink_agents.memory.long_term._batcher import EmbeddingBatcher
+
+
+class Model:
+    def embed(self, texts):
+        return [[float(len(text))] for text in texts]
+
+
+batcher = EmbeddingBatcher(Model(), max_delay=0.001)
+assert batcher.submit(["a warm pool"]).result(10) == [[11.0]]
+
+
+def close_at_exit():  # as the dispatcher's finalizer does when a Python worker exits
+    future = batcher.submit(["late", "items"])
+    landed = not wait([future], timeout=5).not_done and future.result() == [[4.0], [5.0]]
+    batcher.close(5)
+    print("embedded" if landed else "never embedded", flush=True)
+
+
+atexit.register(close_at_exit)
+"""
+
+
+def test_a_batcher_closed_as_its_interpreter_exits_embeds_what_it_is_given():
+    """A Python worker that exits (a failed job's, in process mode) closes its dispatcher
+    from a finalizer, after the interpreter's thread pools stopped taking work: the batcher
+    embeds on its own thread then, so the writes the close waits for land (they never did,
+    and the worker held its vector store for minutes while the job's next attempt waited)."""
+    child = subprocess.run(
+        [sys.executable, "-c", EXITING], capture_output=True, text=True, timeout=60
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.strip() == "embedded", child.stderr[-2000:]
 
 
 # -- long-term memory with a batcher ---------------------------------------------------------
