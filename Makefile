@@ -20,19 +20,29 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/flink-agents demo
 
+# The suite in two passes: the tests that start no Flink on every core (pytest-xdist), then
+# those that do (MiniCluster, a standalone cluster) one at a time: two Flink jobs at once on
+# a 2-core machine slow each other past their timeouts.
+NO_FLINK := -m "not flink and not slow" -n auto
+WITH_FLINK := -m "flink or slow"
+
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest $(NO_FLINK)
+	$(BIN)/pytest $(WITH_FLINK)
 
 # The quick suite on Python 3.12 (the other Python we support), in a venv of its own: the
 # public API, plans, the local runner, parity in both execution modes, one-file jobs,
-# recovery in MiniCluster (the standalone cluster's kill test runs in `make test` only), and
-# the golden state and id values, and the shared vector store (it hung a 3.12 CI once).
+# recovery in MiniCluster, and the golden state and id values, and the shared vector store
+# (it hung a 3.12 CI once). ``NOT_ON_312`` run in `make test` only: the standalone cluster's
+# kill test, and the pinned job's restore (logic of ours that no interpreter version changes,
+# and the longest MiniCluster test of the quick suite).
 PYTHON312 ?= $(shell bash .ci/find-python 3.12)
 VENV312 := .venv-3.12
 QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py \
 	tests/runtime/flink/test_parity.py tests/runtime/flink/test_script_jobs.py tests/recovery \
 	tests/runtime/golden tests/test_ids.py tests/integrations/vector_stores/test_shared.py
+NOT_ON_312 := tests/recovery/test_cluster_kill.py tests/recovery/test_pinned_restore.py
 
 $(VENV312)/bin/python:
 	@test -n "$(PYTHON312)" || { echo "no Python 3.12 interpreter found (set PYTHON312=...)"; exit 1; }
@@ -43,7 +53,8 @@ $(VENV312)/.installed-test: pyproject.toml | $(VENV312)/bin/python
 	touch $@
 
 test-py312: $(VENV312)/.installed-test
-	$(VENV312)/bin/pytest $(QUICK_SUITE) --ignore=tests/recovery/test_cluster_kill.py
+	$(VENV312)/bin/pytest $(QUICK_SUITE) $(NO_FLINK)
+	$(VENV312)/bin/pytest $(QUICK_SUITE) $(WITH_FLINK) $(addprefix --ignore=,$(NOT_ON_312))
 
 # A standalone Flink cluster on loopback from the pyflink package's own scripts.
 FLINK = $(BIN)/python -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))'
