@@ -228,8 +228,7 @@ class KeyDriver:
             return self._drive(key, control, state, timers, known=known, first=outcome)
         self.steps += outcome.steps
         if run is not None:
-            self.metrics.run_succeeded()
-            engine.end(run, sensory)
+            engine.finish(run, sensory)
         _flush(control, state, sensory, short_term)
         return outcome.outputs
 
@@ -407,12 +406,12 @@ class KeyDriver:
                             run.attempts + 1,
                         ),
                     )
-                    break  # run abandoned
+                    engine.end(run, sensory)  # abandoned
+                    break
                 else:
-                    metrics.run_succeeded()
                     if logging_events:
                         event_log.run_finished(run.key, run.sequence, "succeeded")
-                engine.end(run, sensory)
+                    engine.finish(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots:
                     yield Emission(

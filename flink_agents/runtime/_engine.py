@@ -204,6 +204,26 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         self._enqueue(run, self._input_event(key, sequence, record))
         return run
 
+    def begin(
+        self, key: Any, sequence: int, record: Any, sensory: StateMap, short_term: StateMap
+    ) -> Outcome:
+        """Begin a run for ``record`` (the maps: its key's memory): through the fast lane
+        when its first input action is a plain one (``begin_plain``), else ``start``.
+
+        Returns:
+            ``Done`` without a run (the run ended in the lane), or the run with how far it
+            got: ``Done`` (it goes on through ``advance``), ``Parked`` or ``Failed``.
+
+        Raises:
+            ActionLogError: the action log failed (the job fails).
+        """
+        inputs = self._input_actions
+        if self.plain_lane and (not inputs or not inputs[0].is_async):
+            outcome = self.begin_plain(key, sequence, record, sensory, short_term)
+            if outcome is not None:
+                return outcome
+        return Done(0, (), self.start(key, sequence, record))
+
     def _input_event(self, key: Any, sequence: int, record: Any) -> InputEvent:
         """The input event of a new run (counted, with the run, in the metrics)."""
         self.metrics.run_started(1)  # and its input event processed
@@ -362,6 +382,12 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             wait([outcome.future])
             outcome = self.resume(run, outcome)
         return outcome
+
+    def finish(self, run: RunState, sensory: StateMap) -> None:
+        """Close a run whose queue is done: counted as succeeded (as the fast lane counts
+        the runs it ends itself), then ``end``."""
+        self.metrics.run_succeeded()
+        self.end(run, sensory)
 
     def end(self, run: RunState, sensory: StateMap) -> None:
         """Close a run: its sensory memory is cleared (when the run wrote any)."""

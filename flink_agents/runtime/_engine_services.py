@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from flink_agents._ids import key_text
 from flink_agents.runtime._call_threads import CallThreads
+from flink_agents.runtime._deadline import Deadline
 from flink_agents.runtime.journal import CallRecorder, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: see ``_get_call_loop``)
@@ -92,11 +92,7 @@ class EngineServices:
         Raises:
             ActionLogError: the journal could not write its queued records.
         """
-        deadline = None if wait_s is None else time.monotonic() + wait_s
-
-        def left() -> float | None:
-            return None if deadline is None else max(0.0, deadline - time.monotonic())
-
+        left = Deadline(wait_s).left
         if self._sub_runs is not None:
             self._sub_runs.close()
         if self._parent is not None:  # the executor, store and journal are the parent's
@@ -116,8 +112,8 @@ class EngineServices:
                     wait_s,
                 )
         try:
-            if deadline is None:
-                self.long_term.close()
+            if wait_s is None:
+                self.long_term.close()  # within its own bound
             else:
                 self.long_term.close(left())
         finally:

@@ -118,7 +118,7 @@ class FanOutGroups:
             members.append(member)
             step = run.steps + 1 + index
             if index in settled:  # completed before the group failed: not run again
-                member.result = MemberResult(*settled[index])
+                member.result = settled[index]
                 continue
             lookup = None
             if self.journal is not None:

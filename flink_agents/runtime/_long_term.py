@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api import BaseEmbeddingModel, ResourceType
 from flink_agents.memory import IdMinter
+from flink_agents.runtime._deadline import Deadline
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._resources import ResourceCache
 
@@ -86,11 +86,7 @@ class LongTermProvider:
         """Store added items and let running compactions finish, all within ``timeout``
         seconds (None: until they end), then release the store (which the next attempt of
         a failed job may be waiting for)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-
-        def left() -> float | None:
-            return None if deadline is None else max(0.0, deadline - time.monotonic())
-
+        left = Deadline(timeout).left
         with self._lock:
             memory, knowledge, store = self._memory, self._knowledge, self._store
             batcher = self._batcher

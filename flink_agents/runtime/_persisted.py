@@ -30,7 +30,7 @@ from uuid import UUID
 from flink_agents.api import FlinkAgentsError, InputEvent
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime._driver import KeyControl
-from flink_agents.runtime._engine import PendingAction, RunState
+from flink_agents.runtime._run_state import MemberResult, PendingAction, RunState
 from flink_agents.runtime._unvalidated import input_event
 
 CONTROL_TAG = "flink-agents/control"
@@ -142,7 +142,7 @@ def decode_run(fields: dict[str, Any]) -> RunState:
         settled=None
         if settled is None
         else {
-            position: (
+            position: MemberResult(
                 MemoryDelta(*member["sensory"]),
                 MemoryDelta(*member["short_term"]),
                 tuple(member["events"]),
@@ -182,6 +182,8 @@ def run_of_v010(values: tuple[Any, ...]) -> RunState:
     ``(id bits, id was given)``."""
     fields = dict(zip(_V010_RUN_FIELDS, values, strict=False))
     fields["queue"] = _queue(fields["queue"], fields["input"])
+    if fields.get("settled") is not None:
+        fields["settled"] = {p: MemberResult(*m) for p, m in fields["settled"].items()}
     return RunState(**fields)
 
 

@@ -79,6 +79,23 @@ class PlainPass(NamedTuple):
     """What stopped the pass (None: the queue is done)."""
 
 
+class LaneRun(NamedTuple):
+    """How far ``PlainLane.run_plain`` took a run."""
+
+    done: int
+    """How many actions completed."""
+    outputs: list[Any]
+    """The outputs they sent, in order."""
+    stopped: Suspended | ActionExecutionError | None
+    """What stopped the run short of its next action: None (its queue is empty or its head
+    is for ``step``), a suspension (to park the run, as ``step`` returns it), or the
+    ``ActionExecutionError`` of a failed action (nothing of it applied; the actions before
+    it were)."""
+
+
+NOTHING = LaneRun(0, [], None)
+
+
 class PlainLane:
     """The fast lane of ``RunEngine`` (a base class of it: these methods use the engine's
     plan, journal, metrics and, for what they hand over, its reference path)."""
@@ -87,28 +104,27 @@ class PlainLane:
     """Whether plain actions take this lane; off, every action takes ``step``'s reference
     path (internal: the differential test runs both ways and compares)."""
 
-    def begin(
+    def begin_plain(
         self, key: Any, sequence: int, record: Any, sensory: StateMap, short_term: StateMap
-    ) -> Outcome:
-        """``start`` a run for ``record`` and advance it, without making the run's state
-        unless something stops its plain actions: the common run, whose actions are all
-        plain, ends here (its sensory memory cleared, counted as succeeded).
+    ) -> Outcome | None:
+        """``RunEngine.begin`` for a run whose first input action is a plain one: run its
+        plain actions without making the run's state unless something stops them. The
+        common run, whose actions are all plain, ends here (its sensory memory cleared,
+        counted as succeeded).
 
         Returns:
-            ``Done`` without a run (the run ended), or the run with how far the lane took
-            it: ``Done`` (it goes on through ``advance``: ``step`` replays its records, or
-            records every action, or its next action is an ``async def`` one), ``Parked``
-            or ``Failed``.
+            None when the run is for ``step`` from its start (the action log may hold its
+            records, or records every action); else ``Done`` without a run (the run ended),
+            or the run with how far the lane took it: ``Done`` (it goes on through
+            ``advance``), ``Parked`` or ``Failed``.
 
         Raises:
             ActionLogError: the action log failed (the job fails).
         """
-        if not self.plain_lane:
-            return Done(0, (), self.start(key, sequence, record))
         journal = self.journal
         # ``step`` replays the run's records, or records every action (``records_all``).
         if journal is not None and (self.records_all or journal.may_replay(key, sequence)):
-            return Done(0, (), self.start(key, sequence, record))
+            return None
         # As ``RunEngine._input_event``: counted, and with the log, an id a replay repeats.
         self.metrics.run_started(1)
         if journal is None:
@@ -120,7 +136,7 @@ class PlainLane:
         done, outputs, written, stop = self._plain_actions(
             key, sequence, queue, 0, False, sensory, short_term
         )
-        if stop is None:
+        if stop is None:  # as ``RunEngine.finish``, without the run's state
             self.metrics.run_succeeded()
             if written:
                 sensory.clear()
@@ -135,9 +151,7 @@ class PlainLane:
             return Failed(done, outputs, run, outcome)
         return Parked(done, outputs, run, outcome)
 
-    def run_plain(
-        self, run: RunState, sensory: StateMap, short_term: StateMap
-    ) -> tuple[int, list[Any], Suspended | ActionExecutionError | None]:
+    def run_plain(self, run: RunState, sensory: StateMap, short_term: StateMap) -> LaneRun:
         """Run the plain actions at the head of the queue back to back, as ``step`` would
         one at a time, for the common run that makes no durable call and writes nothing
         outside Flink state: each action's buffered writes go straight into the maps, its
@@ -149,22 +163,19 @@ class PlainLane:
         action that turns out to need more (a durable call, a write outside Flink, a
         coroutine returned) completes through ``step``'s own path.
 
-        Returns:
-            How many actions completed, the outputs they sent (in order), and what stopped
-            the run short of its next action: None (the queue is empty or its head is for
-            ``step``), a suspension (to park the run, as ``step`` returns it), or the
-            ``ActionExecutionError`` of a failed action (nothing of it applied; the actions
-            before it were).
+        The journal is asked only when the run's next action is a plain one.
 
         Raises:
             ActionLogError: the action log failed (the job fails).
         """
-        if type(run) is not RunState or run.ready:
-            return 0, [], None
+        if type(run) is not RunState or run.ready or not run.queue:
+            return NOTHING
+        actions = self._actions
+        if actions[run.queue[0].action].is_async:
+            return NOTHING
         journal = self.journal
         if journal is not None and (self.records_all or journal.may_replay(run.key, run.sequence)):
-            return 0, [], None
-        actions = self._actions
+            return NOTHING
         queue = [(actions[pending.action], pending.event) for pending in run.queue]
         done, outputs, written, stop = self._plain_actions(
             run.key, run.sequence, queue, run.steps, run.attempts > 0, sensory, short_term
@@ -172,9 +183,9 @@ class PlainLane:
         if done:
             self._caught_up(run, queue, done, written)
         if stop is None:
-            return done, outputs, None
+            return LaneRun(done, outputs, None)
         more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
-        return done + more, outputs + sent, outcome
+        return LaneRun(done + more, outputs + sent, outcome)
 
     def _plain_actions(
         self,
@@ -267,13 +278,13 @@ class PlainLane:
 
     def _plain_stopped(
         self, run: RunState, stop: PlainStop, sensory: StateMap, short_term: StateMap
-    ) -> tuple[int, list[Any], Suspended | ActionExecutionError | None]:
+    ) -> LaneRun:
         """Go on from where ``_plain_actions`` stopped on ``run`` (its state brought up to
         date, the stopping action at the head of its queue), as ``run_plain`` returns: a
         failed action's error; an action that needs more completed through ``step``'s own
         path (parked, or followed by the plain actions after it)."""
         if stop is FOR_STEP:
-            return 0, [], None
+            return NOTHING
         context = stop.context
         action = self._actions[run.queue[0].action]
         if type(stop) is Raised:
@@ -284,7 +295,7 @@ class PlainLane:
             if not isinstance(failure, ActionExecutionError):
                 raise failure from error
             failure.__cause__ = error
-            return 0, [], failure
+            return LaneRun(0, [], failure)
         if type(context) is DirectActionContext:
             context.buffered()  # ``step``'s path applies its writes from buffers
         result = stop.result
@@ -294,9 +305,9 @@ class PlainLane:
             else:
                 outcome = self._complete(run, action, context)
         except ActionExecutionError as failure:
-            return 0, [], failure
+            return LaneRun(0, [], failure)
         if type(outcome) is not StepResult:
-            return 0, [], outcome
+            return LaneRun(0, [], outcome)
         self.metrics.action_completed(outcome.action, len(outcome.events), False)
         done, outputs, stopped = self.run_plain(run, sensory, short_term)
-        return 1 + done, [*outcome.outputs, *outputs], stopped
+        return LaneRun(1 + done, [*outcome.outputs, *outputs], stopped)

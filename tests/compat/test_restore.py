@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from flink_agents.runtime.flink import read_json_files
-from tests.memory.long_term.test_rescale import run_child_job
+from tests.children import run_child_job
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = sorted(path.parent for path in HERE.glob("*/manifest.json"))

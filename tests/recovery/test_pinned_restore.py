@@ -26,7 +26,7 @@ from flink_agents.runtime import ActionJournal
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing.recovery import check_recovery, read_ledger
-from tests.memory.long_term.test_rescale import run_child_job
+from tests.children import run_child_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 

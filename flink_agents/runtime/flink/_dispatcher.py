@@ -262,8 +262,10 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             parked.wake_soon(own_key, self._timers)
 
     def _finished(self, emitted: Iterable[Any]) -> Iterable[Any]:
-        """What a callback returns: the driver's emissions, as they are where they are made
-        already (a tuple or list) and nothing else is due; else ``_guarded``."""
+        """What a callback returns to PyFlink. Emissions the driver made already (a tuple or
+        a list) are returned as they are when nothing is due after them (``_plain``: no
+        event-log lines, no metrics flush): taking them cannot fail. Anything else is
+        wrapped in ``_guarded``."""
         if self._plain and (type(emitted) is tuple or type(emitted) is list):
             return emitted
         return self._guarded(emitted)

@@ -26,9 +26,6 @@ show that what the Flink test expects is what the agent finds when nothing is pa
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +35,8 @@ import pytest
 
 from flink_agents.runtime import AgentOptions, LocalRunner
 from flink_agents.runtime.flink import read_json_files
+from tests.children import run_child_job
 from tests.memory.long_term.rescale_agents import RescaleAgent
-
-REPO = Path(__file__).resolve().parents[3]
-CHILD_TIMEOUT_S = 400
 
 NOTES = {  # key -> [(note, a question that should find it)], remembered in this order
     "ana": [
@@ -242,46 +237,6 @@ def _missed_items(want: list[str], got: list[str] | None) -> list[str]:
     return sorted(set(want) - set(got)) + [
         f"(unexpected) {item}" for item in got if item not in want
     ]
-
-
-def child_environment() -> dict[str, str]:
-    """This environment without what a PyFlink job in this process left behind
-    (``FLINK_*`` / ``PYFLINK_*``, and the address of its loopback worker server, which a
-    child's process-mode workers would otherwise dial long after that server is gone; the
-    data directory's variable is ours and stays)."""
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name.startswith("FLINK_AGENTS_")
-        or not (
-            name.startswith(("FLINK_", "PYFLINK_", "_PYFLINK"))
-            or name == "PYTHON_LOOPBACK_SERVER_ADDRESS"
-        )
-    }
-
-
-def run_child_job(module: str, spec_file: Path, what: str) -> dict[str, Any]:
-    """Run the job ``module`` with ``spec_file`` in a child process, as a user's job runs;
-    the JSON of its last ``RESULT`` line. The test fails, naming ``what``, when the child
-    hangs, fails or prints no result."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", module, str(spec_file)],
-            cwd=REPO,
-            env=child_environment(),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"{what} hung: {error}")
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not results:
-        pytest.fail(
-            f"{what} failed (exit {done.returncode}):\n"
-            f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-        )
-    return json.loads(results[-1].removeprefix("RESULT "))
 
 
 def run_phase(

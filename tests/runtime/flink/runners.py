@@ -11,7 +11,7 @@ the same in a child process, for a job that may hang.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,18 @@ def flink_environment(parallelism: int = 2, mode: str | None = None) -> StreamEx
         env = StreamExecutionEnvironment.get_execution_environment(configuration)
     env.set_parallelism(parallelism)
     return env
+
+
+def in_thread_mode_interpreter(probe: Callable[[], Any]) -> Any:
+    """What ``probe`` returns in the thread-mode interpreter (the MiniCluster JVM's), called
+    by a plain PyFlink map: the interpreter every thread-mode job of this process shares."""
+    env = flink_environment(parallelism=1, mode="thread")
+    stream = env.from_collection([0], type_info=Types.INT()).map(
+        lambda _: probe(), output_type=Types.PICKLED_BYTE_ARRAY()
+    )
+    with stream.execute_and_collect() as results:
+        (value,) = list(results)
+    return value
 
 
 def run_agent(runner: str, agent: Any, records: list, key: str, **options: Any) -> list:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,16 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyflink.common import Configuration, Types
+from pyflink.common import Configuration
 from pyflink.datastream import StreamExecutionEnvironment
 
 from flink_agents.api import Agent, AgentsExecutionEnvironment, InputEvent, OutputEvent, action
-from tests.memory.long_term.test_rescale import child_environment
-from tests.runtime.flink.runners import flink_environment
+from tests.children import run_child_main
+from tests.runtime.flink.runners import in_thread_mode_interpreter
 
 pytestmark = pytest.mark.flink
 
-REPO = Path(__file__).resolve().parents[3]
 OURS = ("flink-agents", "action-log")
 """How the names of the threads a dispatcher starts begin."""
 
@@ -76,17 +74,6 @@ def interpreter_state() -> dict[str, Any]:
     }
 
 
-def _thread_mode_state() -> dict[str, Any]:
-    """``interpreter_state`` in the thread-mode interpreter, read by a plain PyFlink map."""
-    env = flink_environment(parallelism=1, mode="thread")
-    stream = env.from_collection([0], type_info=Types.INT()).map(
-        lambda _: interpreter_state(), output_type=Types.PICKLED_BYTE_ARRAY()
-    )
-    with stream.execute_and_collect() as results:
-        (state,) = list(results)
-    return state
-
-
 def measure(work_dir: Path) -> dict[str, Any]:
     """The failing job's outputs, and the interpreter's state after it."""
     config = Configuration()
@@ -103,24 +90,13 @@ def measure(work_dir: Path) -> dict[str, Any]:
         env, data_dir=str(work_dir / "data")  # the default action log: its writer thread
     )
     outputs = agents.from_list(records, "k").apply(KeepsItsDispatcher).to_list()
-    return {"outputs": sorted(set(outputs)), "after": _thread_mode_state()}
+    return {"outputs": sorted(set(outputs)), "after": in_thread_mode_interpreter(interpreter_state)}
 
 
 def test_a_failed_subtask_closes_though_its_dispatcher_is_kept():
     with tempfile.TemporaryDirectory() as work_dir:
-        child = subprocess.run(
-            # Imported by its name, not run as ``__main__``: the agent and the probe find
-            # ``KEPT`` in this module in the interpreter that runs them.
-            [sys.executable, "-c", f"import {__name__} as test; test.main()", work_dir],
-            cwd=REPO,
-            env=child_environment(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert child.returncode == 0, child.stderr[-4000:]
+        result = run_child_main(__name__, work_dir)
         assert (Path(work_dir) / "failed-once").exists(), "the job never failed"
-    result = json.loads(child.stdout.strip().splitlines()[-1])
     assert result["outputs"] == list("abcde")  # the restart finished the input
     after = result["after"]
     assert after["kept"] == 1  # the failed attempt's dispatcher is still alive

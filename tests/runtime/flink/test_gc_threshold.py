@@ -7,22 +7,17 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from pyflink.common import Types
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, action
 from flink_agents.runtime.flink._dispatcher import _YoungGenerationThreshold
-from tests.memory.long_term.test_rescale import child_environment
-from tests.runtime.flink.runners import flink_environment, run_agent
+from tests.children import run_child_main
+from tests.runtime.flink.runners import in_thread_mode_interpreter, run_agent
 
 YOUNG = _YoungGenerationThreshold.YOUNG_THRESHOLD
-REPO = Path(__file__).resolve().parents[3]
 
 
 class ThresholdProbe(Agent):
@@ -44,22 +39,10 @@ def interpreter_state() -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return gc.get_threshold(), _dispatcher._YOUNG_GENERATION.own_threshold()
 
 
-def _thread_mode_state() -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """``interpreter_state`` in the thread-mode interpreter (the MiniCluster's JVM), read by
-    a plain PyFlink map."""
-    env = flink_environment(parallelism=1, mode="thread")
-    stream = env.from_collection([0], type_info=Types.INT()).map(
-        lambda _: interpreter_state(), output_type=Types.PICKLED_BYTE_ARRAY()
-    )
-    with stream.execute_and_collect() as results:
-        (state,) = list(results)
-    return tuple(state[0]), tuple(state[1])
-
-
 def measure() -> dict[str, Any]:
     """In this process's MiniCluster: the thread-mode interpreter's state before an agent
     job, what the job's two dispatchers saw while open, and the state after."""
-    before = _thread_mode_state()
+    before = in_thread_mode_interpreter(interpreter_state)
     # Two subtasks: two dispatchers open at once in one interpreter.
     records = [{"k": key} for key in "abcd"]
     outputs = run_agent("flink", ThresholdProbe, records, "k")
@@ -67,7 +50,7 @@ def measure() -> dict[str, Any]:
         "before": before,
         "keys": sorted(key for key, _ in outputs),
         "seen": sorted({tuple(thresholds) for _, thresholds in outputs}),
-        "after": _thread_mode_state(),
+        "after": in_thread_mode_interpreter(interpreter_state),
     }
 
 
@@ -75,16 +58,7 @@ def test_the_young_threshold_is_raised_while_agents_run_and_restored_after():
     """In a process of its own, as a TaskManager that runs this one job: the thread-mode
     interpreter of this test process's MiniCluster is shared with every earlier test's jobs,
     whose dispatchers need not all be gone."""
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.runtime.flink.test_gc_threshold"],
-        cwd=REPO,
-        env=child_environment(),  # without what a job in this process left behind
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert child.returncode == 0, child.stderr[-4000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
+    result = run_child_main(__name__)
     own = tuple(result["before"][1])
     assert tuple(result["before"][0]) == own  # no dispatcher open before the job
     raised = [max(own[0], YOUNG), *own[1:]]
@@ -135,5 +109,6 @@ def test_a_dispatcher_that_never_closed_does_not_keep_it_raised(own):
 pytestmark = pytest.mark.flink
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """In the child process of ``run_child_main``."""
     print(json.dumps(measure()))

@@ -11,7 +11,6 @@ reaches a fresh JVM. On a standalone cluster the ``plugins/`` directory works as
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import socket
 import subprocess
@@ -23,9 +22,9 @@ from pathlib import Path
 import pyflink
 import pytest
 
+from tests.children import REPO, child_environment
 from tests.runtime.flink.metrics_job import PARKED_RUNS, VALUES
 
-REPO = Path(__file__).resolve().parents[3]
 PROMETHEUS_JAR = next(
     (Path(pyflink.__file__).parent / "plugins" / "metrics-prometheus").glob("*.jar")
 )
@@ -95,16 +94,10 @@ EXPECTED = {
 }
 
 
-def child_environment() -> dict[str, str]:
-    """This environment without what an earlier in-process job left behind (the worker's
-    ``FLINK_*`` / ``PYFLINK_*`` variables), plus the reporter's jar on the class path."""
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("FLINK_", "PYFLINK_", "_PYFLINK"))
-    }
-    environment["HADOOP_CLASSPATH"] = str(PROMETHEUS_JAR)
-    return environment
+def reporter_environment() -> dict[str, str]:
+    """A child's environment (``child_environment``) with the reporter's jar on the class
+    path."""
+    return {**child_environment(), "HADOOP_CLASSPATH": str(PROMETHEUS_JAR)}
 
 
 def scrape_while_running(
@@ -128,7 +121,7 @@ def scrape_while_running(
             mode,
         ],
         cwd=REPO,
-        env=child_environment(),
+        env=reporter_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

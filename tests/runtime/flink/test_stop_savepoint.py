@@ -19,7 +19,7 @@ import pytest
 
 from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing.llm_server import Rule, ScriptedLLMServer
-from tests.memory.long_term.test_rescale import run_child_job
+from tests.children import run_child_job
 from tests.runtime.flink.runners import MODES
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
