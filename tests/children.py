@@ -38,13 +38,12 @@ def child_environment() -> dict[str, str]:
     }
 
 
-def run_child_job(module: str, spec_file: Path, what: str) -> dict[str, Any]:
-    """Run the job ``module`` with ``spec_file`` in a child process, as a user's job runs;
-    the JSON of its last ``RESULT`` line. The test fails, naming ``what``, when the child
-    hangs, fails or prints no result."""
+def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` after this interpreter in a child process; the test fails, naming
+    ``what``, when it hangs."""
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", module, str(spec_file)],
+        return subprocess.run(
+            [sys.executable, *argv],
             cwd=REPO,
             env=child_environment(),
             capture_output=True,
@@ -53,6 +52,13 @@ def run_child_job(module: str, spec_file: Path, what: str) -> dict[str, Any]:
         )
     except subprocess.TimeoutExpired as error:
         pytest.fail(f"{what} hung: {error}")
+
+
+def run_child_job(module: str, spec_file: Path, what: str) -> dict[str, Any]:
+    """Run the job ``module`` with ``spec_file`` in a child process, as a user's job runs;
+    the JSON of its last ``RESULT`` line. The test fails, naming ``what``, when the child
+    hangs, fails or prints no result."""
+    done = _run(["-m", module, str(spec_file)], what)
     results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not results:
         pytest.fail(
@@ -67,17 +73,7 @@ def run_child_main(module: str, *args: str) -> Any:
     last line of output holds. The module is imported by its name, not run as
     ``__main__``, so that an agent and a probe it defines share its globals in the
     interpreter that runs them."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", f"import {module} as test; test.main()", *args],
-            cwd=REPO,
-            env=child_environment(),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"{module} hung: {error}")
+    done = _run(["-c", f"import {module} as test; test.main()", *args], module)
     if done.returncode != 0:
         pytest.fail(f"{module} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -20,6 +20,7 @@ parity scenario with the lane on and off and compares the results.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flink_agents._ids import input_event_id
@@ -84,7 +85,7 @@ class LaneRun(NamedTuple):
 
     done: int
     """How many actions completed."""
-    outputs: list[Any]
+    outputs: Sequence[Any]
     """The outputs they sent, in order."""
     stopped: Suspended | ActionExecutionError | None
     """What stopped the run short of its next action: None (its queue is empty or its head
@@ -93,7 +94,7 @@ class LaneRun(NamedTuple):
     it were)."""
 
 
-NOTHING = LaneRun(0, [], None)
+NOTHING = LaneRun(0, (), None)
 
 
 class PlainLane:
@@ -144,7 +145,7 @@ class PlainLane:
         run = RunState(key=key, sequence=sequence, input=record)
         self._caught_up(run, queue, done, written)
         more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
-        done, outputs = done + more, outputs + sent
+        done, outputs = done + more, [*outputs, *sent]
         if outcome is None:
             return Done(done, outputs, run)
         if isinstance(outcome, ActionExecutionError):
@@ -185,7 +186,7 @@ class PlainLane:
         if stop is None:
             return LaneRun(done, outputs, None)
         more, sent, outcome = self._plain_stopped(run, stop, sensory, short_term)
-        return LaneRun(done + more, outputs + sent, outcome)
+        return LaneRun(done + more, [*outputs, *sent], outcome)
 
     def _plain_actions(
         self,
@@ -295,7 +296,7 @@ class PlainLane:
             if not isinstance(failure, ActionExecutionError):
                 raise failure from error
             failure.__cause__ = error
-            return LaneRun(0, [], failure)
+            return LaneRun(0, (), failure)
         if type(context) is DirectActionContext:
             context.buffered()  # ``step``'s path applies its writes from buffers
         result = stop.result
@@ -305,9 +306,9 @@ class PlainLane:
             else:
                 outcome = self._complete(run, action, context)
         except ActionExecutionError as failure:
-            return LaneRun(0, [], failure)
+            return LaneRun(0, (), failure)
         if type(outcome) is not StepResult:
-            return LaneRun(0, [], outcome)
+            return LaneRun(0, (), outcome)
         self.metrics.action_completed(outcome.action, len(outcome.events), False)
         done, outputs, stopped = self.run_plain(run, sensory, short_term)
         return LaneRun(1 + done, [*outcome.outputs, *outputs], stopped)
