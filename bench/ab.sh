@@ -23,8 +23,8 @@ run() {  # label tree round
       --target-seconds "${ASYNC_SECONDS:-3}" > "$out/async-$1-$3.txt" 2>&1)
   fi
 }
-# The order alternates (before-after, after-before, ...): whichever job runs first in a pair
-# was measured faster on this machine (2026-11-29: by 5-15% at 256 in flight).
+# The order alternates (before-after, after-before, ...), so that neither tree always runs
+# first in a pair, or always right after the other.
 for round in $(seq "$rounds"); do
   if [ $((round % 2)) = 1 ]; then
     run before "$before" "$round"; run after "$after" "$round"
@@ -36,3 +36,32 @@ rm -rf "$out/data-before" "$out/data-after"
 echo "done $(date -u +%H:%M:%S)" >> "$out/log.txt"
 grep -H -E "without log/raw, net of empty|default log/no log, net" "$out"/state-*.txt || true
 grep -H -E "^thread mode +256" "$out"/async-*.txt || true
+# Medians over the rounds, and the median of the rounds' after/before ratios (each pair ran
+# back to back, so its ratio is the least touched by the machine's drift).
+"$python" - "$out" <<'PY'
+import re, statistics, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+figures = {
+    "async at 256, runs/s": ("async", r"^thread mode +256 +[\d,]+ +[\d.]+ +[\d.]+ +([\d,]+)"),
+    "no log / raw": ("state", r"without log/raw, net of empty[^\d]*([\d.]+)"),
+    "default log / no log": ("state", r"default log/no log, net[^\d]*([\d.]+)"),
+}
+for name, (kind, pattern) in figures.items():
+    rounds = {}
+    for label in ("before", "after"):
+        for path in out.glob(f"{kind}-{label}-*.txt"):
+            found = re.search(pattern, path.read_text(), re.M)
+            if found:
+                number = int(path.stem.rsplit("-", 1)[1])
+                rounds.setdefault(number, {})[label] = float(found[1].replace(",", ""))
+    pairs = [r for r in rounds.values() if len(r) == 2]
+    if not pairs:
+        continue
+    before = statistics.median(r["before"] for r in pairs)
+    after = statistics.median(r["after"] for r in pairs)
+    ratio = statistics.median(r["after"] / r["before"] for r in pairs)
+    print(f"{name}: median before {before:g}, after {after:g} over {len(pairs)} rounds;"
+          f" median of the rounds' after/before {ratio:.3f}")
+PY

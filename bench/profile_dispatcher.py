@@ -52,6 +52,10 @@ from pathlib import Path
 from bench import agents, async_throughput, state_throughput
 from bench._common import Timing, machine_summary, table
 
+PROCESS = {"python.execution-mode": "process"}
+"""The jobs' mode: the loopback worker of process mode runs in this process, where py-spy
+and the counters see it (the agents' own default, thread mode, runs Python in the JVM)."""
+
 STATE, EVENTS, OURS, BEAM, OTHER, WAITING = (
     "PyFlink state & timers",
     "ours: events (pydantic, uuid)",
@@ -327,12 +331,12 @@ def profiled(name: str, records: int, job: Callable[[], Timing], rate: int, gil:
 def jobs(records: int, async_records: int) -> dict[str, tuple[int, Callable[[], Timing]]]:
     """The jobs we can profile: (records, run it)."""
     return {
-        "agent": (records, lambda: state_throughput.agent_job(records, {})),
-        "raw": (records, lambda: state_throughput.raw_job(records, {})),
+        "agent": (records, lambda: state_throughput.agent_job(records, PROCESS)),
+        "raw": (records, lambda: state_throughput.raw_job(records, PROCESS)),
         "async": (
             async_records,
             # Its timing only: ``agent_job`` also returns the spans it measured.
-            lambda: async_throughput.agent_job(async_records, 256, 0.2, {}, None)[0],
+            lambda: async_throughput.agent_job(async_records, 256, 0.2, PROCESS, None)[0],
         ),
     }
 
@@ -432,8 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     # Warm-up without the profiler: starts the loopback worker and imports everything.
-    state_throughput.raw_job(1_000, {})
-    state_throughput.agent_job(1_000, {})
+    state_throughput.raw_job(1_000, PROCESS)
+    state_throughput.agent_job(1_000, PROCESS)
     agents.COUNTS.clear()
 
     available = jobs(args.records, args.async_records)

@@ -6,8 +6,9 @@ when the subtask stops before its input ends (``stop-wait-ms``).
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
+
+from flink_agents.runtime._deadline import Deadline
 
 
 class CallThreads(ThreadPoolExecutor):
@@ -33,7 +34,7 @@ class CallThreads(ThreadPoolExecutor):
             self.shutdown(wait=True)
             return 0
         self.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + timeout
+        left = Deadline(timeout).left
         for thread in list(self._threads_started):
-            thread.join(max(0.0, deadline - time.monotonic()))
+            thread.join(left())
         return sum(thread.is_alive() for thread in self._threads_started)

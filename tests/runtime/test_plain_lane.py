@@ -17,8 +17,12 @@ import pytest
 
 from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment
 from flink_agents.plan import bind_plan, to_plan
+from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
 from flink_agents.runtime._plain import PlainLane
 from flink_agents.runtime.action_log import open_action_log
+from flink_agents.runtime.journal import ActionJournal
+from tests.runtime.agents import ChainAgent
+from tests.runtime.async_agents import DurableAgent
 from tests.runtime.flink.parity_scenarios import FAIL_PIPELINES, LONG_TERM, PIPELINES
 from tests.runtime.flink.runners import Pipeline
 
@@ -154,3 +158,30 @@ def test_the_plain_lane_fails_a_job_as_the_reference_path_does(pipeline, tmp_pat
     assert passes
     assert reference["failure"] is not None
     assert lane["failure"] == reference["failure"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "records", "asked"),
+    [
+        # Each run of plain actions asks once, at its start; a run of ``async def``
+        # actions never reaches the lane, so it asks nothing (``step`` looks up each action).
+        (ChainAgent, [1, 2, 3], 3),
+        (DurableAgent, ["a", "b"], 0),
+    ],
+    ids=["plain", "async"],
+)
+def test_the_lane_asks_the_journal_only_before_plain_actions(agent, records, asked, monkeypatch):
+    questions: list[tuple[Any, int]] = []
+    may_replay = ActionJournal.may_replay
+
+    def counted(self: ActionJournal, key: Any, run_sequence: int) -> bool:
+        questions.append((key, run_sequence))
+        return may_replay(self, key, run_sequence)
+
+    monkeypatch.setattr(ActionJournal, "may_replay", counted)
+    runner = LocalRunner(agent, journal=local_journal(AgentOptions()))
+    for n, record in enumerate(records):
+        runner.run(f"k{n % 2}", record)
+    runner.finish()
+    assert len(runner.keyed_outputs) == len(records)
+    assert len(questions) == asked
