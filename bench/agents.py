@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 from pyflink.common import Types
@@ -296,3 +297,55 @@ class AppendLines(MapFunction):
 
     def close(self) -> None:
         self.out.close()
+
+
+# -- scheduled events ------------------------------------------------------------------------
+
+
+class Due(Event):
+    """What ``SchedulesOne`` schedules, and ``RawScheduled`` keeps, per key."""
+
+    n: int
+
+
+class SchedulesOne(Agent):
+    """Each record schedules one event a day ahead (it fires at the end of the bounded
+    input) and emits; the due event's run emits again."""
+
+    @action(InputEvent)
+    @staticmethod
+    def plan(event: InputEvent, ctx: Any) -> None:
+        ctx.schedule(Due(n=event.input[1]), delay=_A_DAY)
+        ctx.send_event(OutputEvent(output=(ctx.key, -1)))
+
+    @action(Due)
+    @staticmethod
+    def due(event: Due, ctx: Any) -> None:
+        COUNTS["scheduled"] += 1
+        ctx.send_event(OutputEvent(output=(ctx.key, event.n)))
+
+
+class RawScheduled(KeyedProcessFunction):
+    """The same written directly: the event in a ``ValueState`` and an event-time timer at
+    the end of input (a bounded input's last watermark fires it) per record; the timer
+    emits the event and clears the state."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.pending = runtime_context.get_state(
+            ValueStateDescriptor("pending", Types.PICKLED_BYTE_ARRAY())
+        )
+
+    def process_element(self, value: tuple[str, int], ctx: KeyedProcessFunction.Context):
+        self.pending.update(Due(n=value[1]))
+        ctx.timer_service().register_event_time_timer(_END_OF_INPUT)
+        yield ctx.get_current_key(), -1
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
+        due = self.pending.value()
+        self.pending.clear()
+        COUNTS["raw-scheduled"] += 1
+        yield ctx.get_current_key(), due.n
+
+
+_END_OF_INPUT = 2**62
+_A_DAY = timedelta(days=1)

@@ -55,6 +55,7 @@ SCHEMES: Mapping[str, int] = {
     "call-function": 1,
     "call-arguments": 1,
     "memory-key": 1,
+    "scheduled-handle": 1,
 }
 """The version of each id scheme this release computes. Version 1 of ``input-event`` digested
 the job, key and run sequence together per run; its ids are not recognised any more (a run of
@@ -176,6 +177,15 @@ def derived_event_id(parent: uuid.UUID, purpose: str) -> uuid.UUID:
     """The id of an event an action makes for ``purpose`` from the event ``parent`` it
     handles (scheme ``derived-event`` 1): the same when the action is replayed."""
     return uuid.uuid5(parent, purpose)
+
+
+def scheduled_handle(sequence: int, step: int, action: str, index: int) -> str:
+    """The handle of the ``index``-th event an execution of ``action`` (run ``sequence`` of
+    a key, step ``step``) schedules (``ctx.schedule``; scheme ``scheduled-handle`` 1):
+    distinct among a key's scheduled events, and the same when the action runs again."""
+    return str(
+        uuid.uuid5(ACTION_LOG_NAMESPACE, json.dumps(["scheduled", sequence, step, action, index]))
+    )
 
 
 # -- ids of what actions write outside Flink -------------------------------------------------

@@ -52,6 +52,7 @@ def test_each_scheme_has_a_version():
         "call-function": 1,
         "call-arguments": 1,
         "memory-key": 1,
+        "scheduled-handle": 1,
     }
 
 
@@ -82,6 +83,11 @@ def test_sub_run_and_derived_event_ids():
     assert str(ids.derived_event_id(parent, "react-request")) == (
         "abd73747-d18a-5f34-97fc-0738c49b5748"
     )
+
+
+def test_scheduled_event_handles():
+    assert ids.scheduled_handle(3, 2, "act", 0) == "ade82660-d4f7-5541-84e2-a6f4f5cbb726"
+    assert ids.scheduled_handle(3, 2, "act", 1) == "841c3832-9beb-590d-958b-857df33c2eb9"
 
 
 def test_ids_of_writes_outside_flink():

@@ -56,6 +56,7 @@ from flink_agents.api._resources import (
     env_ref,
 )
 from flink_agents.api._retrieval import ContextRetrievalRequestEvent, ContextRetrievalResponseEvent
+from flink_agents.api._scheduling import EventScheduled, ScheduleCancelled
 from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
     FunctionTool,
@@ -88,6 +89,7 @@ __all__ = [
     "Counter",
     "EmbeddingError",
     "Event",
+    "EventScheduled",
     "FlinkAgentsError",
     "FunctionTool",
     "Gauge",
@@ -116,6 +118,7 @@ __all__ = [
     "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",
+    "ScheduleCancelled",
     "StructuredOutputError",
     "SubAgent",
     "TokenUsage",

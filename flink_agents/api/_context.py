@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from flink_agents.api._errors import FlinkAgentsError
@@ -13,6 +14,7 @@ from flink_agents.api._long_term import LongTermMemory
 from flink_agents.api._memory import MemoryObject
 from flink_agents.api._metrics import MetricGroup
 from flink_agents.api._resources import ResourceType
+from flink_agents.api._scheduling import EventScheduled
 
 T = TypeVar("T")
 
@@ -33,6 +35,37 @@ class RunnerContext(ABC):
     def send_event(self, event: Event) -> None:
         """Queue ``event`` for the actions listening to its type; an ``OutputEvent``'s
         payload also becomes an output record."""
+
+    def schedule(
+        self, event: Event, *, delay: timedelta | None = None, at: datetime | None = None
+    ) -> str:
+        """Schedule ``event`` for this run's key, after ``delay`` or at the time ``at`` (one
+        of the two): when it is due, it starts a run of the key as an input would (the
+        actions listening to its type run, with the key's short-term memory as it is
+        then). Returns its handle, for ``cancel_scheduled``.
+
+        Like ``send_event``, it takes effect when the action returns (not if it raises).
+        The handle is the same when the action runs again after a failure, so the event is
+        scheduled once. Scheduled events are kept in Flink state and fire once, after a
+        failure or a restore from a savepoint too; at the end of a bounded input, the
+        key's pending ones fire (see ``docs/waiting.md``).
+
+        Raises:
+            FlinkAgentsError: neither or both of ``delay`` and ``at``, a negative delay, an
+                ``InputEvent`` or ``OutputEvent``, an event no action listens to, or a
+                runner without timers (a sub-agent's action schedules through its caller).
+        """
+        raise FlinkAgentsError("this runner has no timers (run on the local or Flink runner)")
+
+    def cancel_scheduled(self, handle: str) -> bool:
+        """Cancel the key's scheduled event ``handle`` (when the action returns, as
+        ``schedule``); whether it was pending (False: unknown, fired or cancelled)."""
+        raise FlinkAgentsError("this runner has no timers (run on the local or Flink runner)")
+
+    def scheduled(self) -> list[EventScheduled]:
+        """The key's pending scheduled events, soonest first (with this action's own
+        schedules and cancellations)."""
+        raise FlinkAgentsError("this runner has no timers (run on the local or Flink runner)")
 
     @property
     @abstractmethod

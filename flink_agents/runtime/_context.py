@@ -5,20 +5,24 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from flink_agents._ids import function_id
+from flink_agents._ids import function_id, scheduled_handle
 from flink_agents.api import (
     Event,
+    EventScheduled,
     FlinkAgentsError,
     InputEvent,
     Knowledge,
     LongTermMemory,
     MemoryObject,
     MetricGroup,
+    OutputEvent,
     ResourceType,
     RunnerContext,
+    ScheduleCancelled,
     SubAgent,
 )
 from flink_agents.api.internal import awaited
@@ -33,6 +37,7 @@ from flink_agents.memory import (
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
+from flink_agents.runtime._scheduling import SCHEDULING, Schedules
 from flink_agents.runtime.journal import CallFuture, CallRecorder, CallSlot, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: a Flink operator's start need not)
@@ -57,6 +62,11 @@ def _check_sendable(event: Any) -> None:
         raise TypeError(f"send_event takes an Event, got {type(event).__name__}")
     if isinstance(event, InputEvent):
         raise FlinkAgentsError("actions cannot send an InputEvent: the framework creates it")
+    if isinstance(event, SCHEDULING):
+        raise FlinkAgentsError(
+            f"actions cannot send a {type(event).__name__}: ctx.schedule and "
+            "ctx.cancel_scheduled make it"
+        )
     _SENDABLE[type(event)] = True
 
 
@@ -83,7 +93,8 @@ class ActionServices:
     what the journal answered for it (``ActionContext.lookup``; the recorder also from
     ``retried``); ``executor`` returns the executor of durable
     calls (made on first use) and ``call_loop`` the event loop of ``async def`` ones;
-    ``sub_runs`` returns the runner of ``ctx.run_agent``."""
+    ``sub_runs`` returns the runner of ``ctx.run_agent``; ``schedules`` holds the scheduled
+    events of the key served (None: a sub-agent's engine, whose actions cannot schedule)."""
 
     __slots__ = (
         "call_loop",
@@ -93,6 +104,7 @@ class ActionServices:
         "metrics",
         "recorder",
         "resources",
+        "schedules",
         "sub_runs",
     )
 
@@ -107,8 +119,10 @@ class ActionServices:
         sub_runs: Callable[[], Any] | None = None,
         metrics: AgentMetrics | None = None,
         call_loop: Callable[[], CallLoop] | None = None,
+        schedules: Schedules | None = None,
     ) -> None:
         self.resources = resources
+        self.schedules = schedules
         self.executor = executor
         self.call_loop = call_loop
         self.recorder = recorder
@@ -136,6 +150,12 @@ class ActionContext(RunnerContext):
     it. None: not asked (no log, or the plain lane: asked when first needed)."""
     _sensory_buffer: BufferedState | None = None
     _short_term_buffer: BufferedState | None = None
+    scheduling = False
+    """Whether this execution scheduled or cancelled an event (``sent`` holds the
+    ``EventScheduled`` / ``ScheduleCancelled``): its effects are applied by ``step``'s path,
+    which hands them to the key's ``Schedules``."""
+    _schedules_made = 0
+    _scheduled_from_ms: int | None = None
 
     def __init__(
         self,
@@ -208,6 +228,71 @@ class ActionContext(RunnerContext):
         if type(event) not in _SENDABLE:
             _check_sendable(event)
         self.sent.append(event)
+
+    def schedule(
+        self, event: Event, *, delay: timedelta | None = None, at: datetime | None = None
+    ) -> str:
+        schedules = self._services.schedules
+        if schedules is None:
+            raise FlinkAgentsError(
+                "a sub-agent's action cannot schedule events: schedule them from the calling "
+                "agent's action"
+            )
+        if not isinstance(event, Event):
+            raise TypeError(f"schedule takes an Event, got {type(event).__name__}")
+        if isinstance(event, InputEvent | OutputEvent | EventScheduled | ScheduleCancelled):
+            raise FlinkAgentsError(
+                f"an action cannot schedule a {type(event).__name__}: schedule an event of "
+                "your own, whose action sends what is due"
+            )
+        if not schedules.listened(type(event)):
+            raise FlinkAgentsError(
+                f"no action listens to {type(event).__name__}: a scheduled event starts a run "
+                "of the actions listening to its type"
+            )
+        if (delay is None) == (at is None):
+            raise FlinkAgentsError(
+                "schedule takes one of delay= (a timedelta) and at= (a datetime)"
+            )
+        if delay is not None:
+            if delay < timedelta(0):
+                raise FlinkAgentsError(f"schedule's delay must not be negative, got {delay}")
+            if self._scheduled_from_ms is None:  # one now for all of an execution's delays
+                self._scheduled_from_ms = schedules.now_ms()
+            due_ms = self._scheduled_from_ms + delay // timedelta(milliseconds=1)
+        else:
+            if at.tzinfo is None:
+                raise FlinkAgentsError(
+                    "schedule's at= takes a time zone aware datetime (datetime.now(UTC) + ...)"
+                )
+            due_ms = int(at.timestamp() * 1000)
+        origin = self.origin
+        handle = scheduled_handle(origin.sequence, origin.step, origin.action, self._schedules_made)
+        self._schedules_made += 1
+        self.sent.append(EventScheduled(handle=handle, due_ms=due_ms, event=event))
+        self.scheduling = True
+        return handle
+
+    def cancel_scheduled(self, handle: str) -> bool:
+        if self._services.schedules is None:
+            raise FlinkAgentsError("a sub-agent's action cannot cancel scheduled events")
+        if not any(entry.handle == handle for entry in self.scheduled()):
+            return False
+        self.sent.append(ScheduleCancelled(handle=handle))
+        self.scheduling = True
+        return True
+
+    def scheduled(self) -> list[EventScheduled]:
+        schedules = self._services.schedules
+        if schedules is None:
+            raise FlinkAgentsError("a sub-agent's action has no scheduled events of its own")
+        pending = {entry.handle: entry for entry in schedules.pending()}
+        for event in self.sent:  # this execution's own, not applied yet
+            if type(event) is EventScheduled:
+                pending[event.handle] = event
+            elif type(event) is ScheduleCancelled:
+                pending.pop(event.handle, None)
+        return sorted(pending.values(), key=lambda entry: entry.due_ms)
 
     @property
     def sensory_memory(self) -> MemoryObject:

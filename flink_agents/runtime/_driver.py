@@ -32,11 +32,12 @@ from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from flink_agents.api import ActionExecutionError
+from flink_agents.api import ActionExecutionError, EventScheduled
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import Done, Outcome, Parked, RunEngine, RunState, StepResult
 from flink_agents.runtime._parking import ParkedRun, ParkedRuns
 from flink_agents.runtime._records import failed_run
+from flink_agents.runtime._scheduling import Schedules, due_event, due_input, take_due
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class KeyControl:
     """The run in progress when it is parked or waits for a retry (None between runs)."""
     pending: int = 0
     """Inputs queued behind ``run``."""
+    scheduled: tuple[EventScheduled, ...] = ()
+    """The key's pending scheduled events (``ctx.schedule``), soonest first."""
 
 
 class _KeyCache:
@@ -163,6 +166,15 @@ class KeyDriver:
         self.metrics = engine.metrics
         self.metrics.watch(self.parked.__len__, self.parked.calls_in_flight)
         self.event_log = engine.event_log
+        self.schedules = Schedules(engine.listens, self._scheduled_at_end, self.metrics)
+        """The scheduled events of the key served now (``ctx.schedule``)."""
+        engine.serve_schedules(self.schedules)
+        self.input_ended = False
+        """Whether the input has ended (the first ``on_end_of_input``, or the local runner's
+        ``finish``, whose timers go on firing): scheduled events then fire only at
+        ``on_end_of_input``, as on Flink, whose processing-time timers stop with the input,
+        and register no end-of-input timer (on Flink one registered while the end's timers
+        fire would fire at once, again and again)."""
         self._plain_runs = not (
             self.event_log.enabled or self.options.memory_snapshots or engine.records_all
         )
@@ -193,7 +205,7 @@ class KeyDriver:
             keys[key] = keys.pop(key)  # the most recent now (``_known``)
         control = known.control if known is not None else None
         if control is None:
-            control = self._control(key, state, known)
+            control = self._control(key, state, known, timers)
         if control.run is None:
             self.parked.wait_for_free_slot()
             if self._plain_runs and known is not None and known.sensory is not None:
@@ -216,6 +228,8 @@ class KeyDriver:
         where its plain actions stopped."""
         sensory, short_term = known.sensory, known.short_term
         engine = self.engine
+        schedules = self.schedules  # the key served (an action may schedule)
+        schedules.key, schedules.control, schedules.timers = key, control, timers
         control.sequence += 1
         try:
             outcome = engine.begin(key, control.sequence, record, sensory, short_term)
@@ -259,15 +273,82 @@ class KeyDriver:
         self.parked.slow_down_while_queues_grow()
 
     def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
-        """A timer of ``key`` fired: resume its parked run if its call is done, retry its
-        failed action if the backoff is over, or poll again later."""
+        """A timer of ``key`` fired: start a run for each of its scheduled events now due
+        (queued behind the key's run in progress, if it has one), resume its parked run if
+        its call is done, retry its failed action if the backoff is over, or poll again
+        later."""
         self.parked.timer_fired(key, timers)
+        control = self._control(key, state)
+        if control.scheduled and not self.input_ended:
+            due = take_due(control, timers.now_ms())
+            if due:
+                return self._fire(key, due, control, state, timers)
         return self._wake(key, state, timers, draining=False)
+
+    def _fire(
+        self,
+        key: Any,
+        due: list[EventScheduled],
+        control: KeyControl,
+        state: KeyState,
+        timers: Timers,
+        draining: bool = False,
+    ) -> Iterator[Any]:
+        """Start a run for each of ``due`` (taken from ``control``), in order: the first now
+        if the key has no run in progress, the others queued as inputs are."""
+        self.metrics.scheduled_events_fired(len(due))
+        idle = control.run is None
+        for entry in due[1:] if idle else due:
+            state.push_pending(due_input(entry))
+            control.pending += 1
+        if idle:
+            yield from self._drive(key, control, state, timers, draining, record=due_input(due[0]))
+            return
+        self._set_control(key, state, control)
+        if not draining:
+            yield from self._wake(key, state, timers, draining=False)
 
     def on_end_of_input(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
         """The input ended: finish ``key``'s run and queued inputs, waiting for their calls
-        (and retry backoffs) on this thread."""
-        return self._wake(key, state, timers, draining=True)
+        (and retry backoffs) on this thread; then run its scheduled events, as if the time of
+        the last one pending now had come (``_fire_at_end``)."""
+        self.input_ended = True
+        yield from self._wake(key, state, timers, draining=True)
+        control = self._control(key, state)
+        if control.scheduled:
+            yield from self._fire_at_end(key, control, state, timers)
+
+    def _fire_at_end(
+        self, key: Any, control: KeyControl, state: KeyState, timers: Timers
+    ) -> Iterator[Any]:
+        """The end of input moves the key's clock to the due time of its last scheduled
+        event: every event due by then fires, in order, those its runs schedule within that
+        time too (a run scheduling after a delay counts from its event's due time); any
+        scheduled beyond it stays pending (and is logged). So a bounded input ends with the
+        key's follow-ups run (on every runner alike), and an agent that schedules again from
+        each scheduled run does not run forever."""
+        horizon = control.scheduled[-1].due_ms
+        schedules = self.schedules
+        try:
+            while control.scheduled and control.scheduled[0].due_ms <= horizon:
+                due_ms = control.scheduled[0].due_ms
+                due = take_due(control, due_ms)
+                # A run of the event schedules from its due time, not from the end of input
+                # (nor from the local runner's clock, which may have jumped past it).
+                schedules.clock_ms = due_ms
+                yield from self._fire(key, due, control, state, timers, draining=True)
+                if control.run is not None or control.pending:  # (queued behind the first)
+                    yield from self._wake(key, state, timers, draining=True)
+        finally:
+            schedules.clock_ms = None
+        if control.scheduled:
+            logger.info(
+                "key %r: %d scheduled event(s) are due after the end of the input and did not "
+                "fire (the first at %d ms)",
+                key,
+                len(control.scheduled),
+                control.scheduled[0].due_ms,
+            )
 
     def on_call_done(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
         """Resume ``key``'s parked run if its call is done (``ParkedRuns.call_done``), for a
@@ -333,6 +414,8 @@ class KeyDriver:
         metrics, event_log = self.metrics, self.event_log
         logging_events = event_log.enabled
         suspension = None
+        schedules = self.schedules  # the key served (an action may schedule)
+        schedules.key, schedules.control, schedules.timers = key, control, timers
         if known is False:
             known = self._known(key)
         if resume is not None:
@@ -454,10 +537,21 @@ class KeyDriver:
         return known
 
     def _control(
-        self, key: Any, state: KeyState, known: _KeyCache | bool | None = False
+        self,
+        key: Any,
+        state: KeyState,
+        known: _KeyCache | bool | None = False,
+        timers: Timers | None = None,
     ) -> KeyControl:
         """The key's control value: the one this driver last wrote, else read from state.
-        (``known``: the key's cache entry, when the caller has it already.)"""
+        (``known``: the key's cache entry, when the caller has it already.)
+
+        Read from state with ``timers`` (a record's callback), a key whose scheduled event
+        is overdue gets a timer now, and its end-of-input timer again: after a restore in
+        PyFlink's process mode, which restores keyed state but fires no timer of a Python
+        operator, its events then fire once the key is seen again (or at the end of input).
+        Elsewhere the overdue event's own timer is about to fire; the one added finds
+        nothing due."""
         if known is False:
             known = self._known(key)
         if known is not None and known.control is not None:
@@ -465,6 +559,11 @@ class KeyDriver:
         control = state.control() or KeyControl()
         if known is not None:
             known.control = control
+        if control.scheduled and timers is not None and not self.input_ended:
+            now_ms = timers.now_ms()
+            if control.scheduled[0].due_ms <= now_ms:
+                timers.wake_at(now_ms)
+            self._wake_at_end(key, timers)
         return control
 
     def _set_control(self, key: Any, state: KeyState, control: KeyControl) -> None:
@@ -475,6 +574,11 @@ class KeyDriver:
 
     def _start(self, key: Any, control: KeyControl, record: Any) -> RunState:
         control.sequence += 1
+        due = due_event(record)
+        if due is not None:  # a scheduled event, due
+            if self.event_log.enabled:
+                self.event_log.run_started(key, control.sequence, due.event)
+            return self.engine.start_due(key, control.sequence, due.event)
         if self.event_log.enabled:
             self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)
@@ -542,6 +646,12 @@ class KeyDriver:
             self._wake_at_end(run.key, timers)
             return True
         return False
+
+    def _scheduled_at_end(self, key: Any, timers: Timers) -> None:
+        """A key scheduled an event: have ``on_end_of_input`` called for it, unless the input
+        has ended (then its ``on_end_of_input`` is under way: ``_fire_at_end``)."""
+        if not self.input_ended:
+            self._wake_at_end(key, timers)
 
     def _wake_at_end(self, key: Any, timers: Timers) -> None:
         """Have ``on_end_of_input`` called for ``key`` at the end of input (once per key:

@@ -57,6 +57,7 @@ from flink_agents.runtime._run_state import (
     landed,
     until_call,
 )
+from flink_agents.runtime._scheduling import SCHEDULING, Schedules
 from flink_agents.runtime._unvalidated import input_event
 from flink_agents.runtime.action_log import (
     ActionLogError,
@@ -171,6 +172,9 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         )
         """The ``async def`` actions, which run side by side with the ``async def``
         actions next to them listening to the same event (``parallel-actions``)."""
+        self.schedules: Schedules | None = None
+        """The scheduled events of the key the driver serves (``serve_schedules``; None for
+        a sub-agent's engine and until a driver serves one)."""
         # Made once: every action context shares it (``_context``).
         self._services = ActionServices(
             self.resources,
@@ -185,6 +189,23 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             metrics=self.metrics,
             call_loop=self._get_call_loop,
         )
+
+    def serve_schedules(self, schedules: Schedules) -> None:
+        """Have the actions' ``schedule`` and ``cancel_scheduled`` act on ``schedules`` (the
+        driver's: it points it at the key it serves)."""
+        self.schedules = self._services.schedules = schedules
+
+    def listens(self, event_type: type[Event]) -> bool:
+        """Whether an action listens to events of ``event_type``."""
+        return bool(self.plan.route(event_type)[0])
+
+    def start_due(self, key: Any, sequence: int, event: Event) -> RunState:
+        """A new run for a due scheduled event: its listeners queued, as ``start`` queues an
+        input's (the event stands for the input in the run's error records)."""
+        self.metrics.run_started(1)
+        run = RunState(key=key, sequence=sequence, input=event)
+        self._enqueue(run, event)
+        return run
 
     def enqueue(self, run: RunState, event: Event) -> None:
         """Queue ``event``'s listeners in ``run`` (a sub-run's input)."""
@@ -526,7 +547,9 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         run.attempts = 0
         outputs = []
         for event in events:
-            if self._enqueue(run, event):
+            if type(event) in SCHEDULING:  # for the key's schedules, not for actions
+                self.schedules.apply(event)
+            elif self._enqueue(run, event):
                 outputs.append(event.output)
         return StepResult(
             action, run.steps, sensory_delta, short_term_delta, tuple(events), tuple(outputs)

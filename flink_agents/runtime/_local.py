@@ -21,7 +21,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from typing import Any
 
 from flink_agents._ids import new_job_name
@@ -37,6 +38,7 @@ from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, rejected, take_key
+from flink_agents.runtime._scheduling import due_event
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.journal import ActionJournal
 
@@ -74,6 +76,18 @@ class LocalKeyState:
     ended: list[int] = field(default_factory=list)
     """Positions whose run ended during the callback at hand, a queued input's run starting
     after it (``pop_pending``); the runner closes them when the callback returns."""
+    admit: Callable[[], int] | None = field(default=None, repr=False, compare=False)
+    """The runner's ``InputOrder.admit``: a due scheduled event the driver queues behind the
+    key's run takes its place in the input when it comes due (not kept in a snapshot)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LocalKeyState:
+        return LocalKeyState(
+            **{
+                f.name: copy.deepcopy(getattr(self, f.name), memo)
+                for f in fields(self)
+                if f.name != "admit"
+            }
+        )
 
     @property
     def in_progress(self) -> bool:
@@ -88,6 +102,8 @@ class LocalKeyState:
         self.stored_control = _copied(control)
 
     def push_pending(self, record: Any) -> None:
+        if self.admit is not None and due_event(record) is not None:
+            self.origins.append(self.admit())  # (an input's was given when it was fed)
         self.pending.append(record)
 
     def pop_pending(self) -> Any:
@@ -103,7 +119,7 @@ def _copied(control: KeyControl | None) -> KeyControl | None:
     ``__reduce_ex__``: see ``bench/RESULTS.md``)."""
     if control is None:
         return None
-    return KeyControl(control.sequence, control.run, control.pending)
+    return KeyControl(control.sequence, control.run, control.pending, control.scheduled)
 
 
 @dataclass
@@ -238,13 +254,35 @@ class LocalRunner:
     def finish(self) -> list[Any]:
         """End the input: run every parked run, retry and queued input to its end; returns
         the outputs released meanwhile (all that were held back)."""
+        driver = self.driver
+        # As on Flink, whose processing-time timers stop with the input, scheduled events
+        # fire at ``on_end_of_input`` from here on, not as the clock jumps to them.
+        driver.input_ended = True
         try:
             self._settle(lambda: False)
-            for key in sorted(self._at_end, key=repr):  # runs no timer finished (restored ones)
-                self._call(key, self.driver.on_end_of_input(key, *self._of(key)))
+            # Runs no timer finished (restored ones), and keys with scheduled events.
+            for key in sorted(self._at_end, key=repr):
+                self._call(key, driver.on_end_of_input(key, *self._of(key)))
             self._at_end.clear()
         finally:
+            driver.input_ended = False
             self._release(self._order.flush())
+        return self._returned()
+
+    def advance_time(self, delta: timedelta) -> list[Any]:
+        """Move the simulated clock ``delta`` forward, as if that much time passed without
+        input: it stops at each timer due by then, which fires (a scheduled event starts its
+        run), and the runs it started end before it goes on. Returns the outputs released
+        meanwhile. So a test of a three-day follow-up runs at once:
+        ``runner.advance_time(timedelta(days=3))``."""
+        target_ms = self.now_ms() + delta // timedelta(milliseconds=1)
+        try:
+            while self._timers and self._timers[0][0] <= target_ms:
+                self._jump_to(self._timers[0][0])
+                self._settle(lambda: not self.driver.parked)
+            self._jump_to(target_ms)
+        finally:
+            self._release()
         return self._returned()
 
     def _feed(self, key: Any, record: Any) -> int:
@@ -296,12 +334,19 @@ class LocalRunner:
         self._release(self._order.flush())
         old = sorted({p for state in self._states.values() for p in state.origins})
         new = {position: self._order.admit() for position in old}
-        for state in self._states.values():
+        for key, state in self._states.items():
             state.origins = deque(new[p] for p in state.origins)
+            state.admit = self._order.admit
             control = state.stored_control
             expected = (control.run is not None) + control.pending if control else 0
             while len(state.origins) < expected:  # a state made by hand
                 state.origins.append(self._order.admit())
+            # Flink restores timers with state (in thread mode): the scheduled events' too.
+            if control is not None and control.scheduled:
+                timers = _LocalTimers(self, key)
+                for entry in control.scheduled:
+                    timers.wake_at(entry.due_ms)
+                timers.wake_at_end()
 
     @property
     def metrics(self) -> AgentMetrics:
@@ -343,6 +388,11 @@ class LocalRunner:
         now = self.now_ms()
         while self._timers and self._timers[0][0] <= now:
             _, _, key = heapq.heappop(self._timers)
+            state = self._state(key)
+            if not state.in_progress:
+                # A scheduled event may start a run now: its place in the input (closed
+                # empty if it does not), as ``_feed`` gives a record's.
+                state.origins.appendleft(self._order.admit())
             self._call(key, self.driver.on_timer(key, *self._of(key)))
 
     def _wake_ready(self) -> None:
@@ -356,7 +406,7 @@ class LocalRunner:
     def _state(self, key: Any) -> LocalKeyState:
         state = self._states.get(key)
         if state is None:
-            state = self._states[key] = LocalKeyState()
+            state = self._states[key] = LocalKeyState(admit=self._order.admit)
         return state
 
     def _of(self, key: Any) -> tuple[LocalKeyState, _LocalTimers]:

@@ -311,6 +311,9 @@ class AgentMetrics:
         self._ltm_adds = group.shared_counter("numOfLongTermMemoryAdds")
         self._ltm_searches = group.shared_counter("numOfLongTermMemorySearches")
         self._ltm_compactions = group.shared_counter("numOfLongTermMemoryCompactions")
+        self._scheduled = group.fast_counter("numOfEventsScheduled")
+        self._unscheduled = group.fast_counter("numOfScheduledEventsCancelled")
+        self._fired = group.fast_counter("numOfScheduledEventsFired")
         self._per_action: dict[str, FastCounter] = {}
         self._per_function: dict[str, tuple[SharedCounter, SharedCounter, WindowHistogram]] = {}
         self._per_model: dict[str, tuple[SharedCounter, ...]] = {}
@@ -337,6 +340,17 @@ class AgentMetrics:
     def input_rejected(self) -> None:
         """A record never became a run (its key could not be taken)."""
         self._inputs_rejected.count += 1
+
+    def event_scheduled(self) -> None:
+        """An action's ``ctx.schedule`` took effect (or was replayed from the action log)."""
+        self._scheduled.count += 1
+
+    def scheduled_event_cancelled(self) -> None:
+        self._unscheduled.count += 1
+
+    def scheduled_events_fired(self, n: int) -> None:
+        """Scheduled events came due: each starts a run (now, or queued behind the key's)."""
+        self._fired.count += n
 
     def event_processed(self, n: int = 1) -> None:
         self._events.count += n

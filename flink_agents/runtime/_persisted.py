@@ -12,6 +12,14 @@ its module path, and every record carries its format and version (``docs/upgradi
 ``("flink-agents/control", 2, {...})``
     A key with a parked run or queued inputs: ``sequence``, ``pending`` and ``run`` (None, or
     the run by field name: ``encode_run``).
+``("flink-agents/control", 3, {...})``
+    A key with scheduled events (``ctx.schedule``) besides: version 2's fields and
+    ``scheduled``, each pending event by field name (``handle``, ``due_ms``, ``event``),
+    soonest first. A key without any is still written as version 2 (or an ``int``), which
+    release 0.2.0 reads too.
+
+A due scheduled event waiting behind a key's run in progress sits in the key's queue of
+inputs as ``("flink-agents/due", 1, {handle, due_ms, event})`` (``runtime/_scheduling.py``).
 
 Releases up to 0.1.0 stored a busy key as the tuple ``(sequence, RunState, pending)``, the run
 pickled by position through ``flink_agents.runtime._engine._unpickle_run``, and earlier ones
@@ -31,11 +39,13 @@ from flink_agents.api import FlinkAgentsError, InputEvent
 from flink_agents.memory import MemoryDelta
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._run_state import MemberResult, PendingAction, RunState
+from flink_agents.runtime._scheduling import scheduled_entry, scheduled_fields
 from flink_agents.runtime._unvalidated import input_event
 
 CONTROL_TAG = "flink-agents/control"
-CONTROL_VERSION = 2
-"""Version 1: release 0.1.0's ``(sequence, RunState, pending)`` tuple (read, never written)."""
+CONTROL_VERSION = 3
+"""Version 1: release 0.1.0's ``(sequence, RunState, pending)`` tuple (read, never written);
+2: without scheduled events (written for a key that has none)."""
 
 
 class StateFormatError(FlinkAgentsError):
@@ -45,10 +55,13 @@ class StateFormatError(FlinkAgentsError):
 
 def encode_control(control: KeyControl) -> Any:
     """``control`` as the key's control state holds it."""
-    if control.run is None and not control.pending:
+    if control.run is None and not control.pending and not control.scheduled:
         return control.sequence
     run = None if control.run is None else encode_run(control.run)
     fields = {"sequence": control.sequence, "run": run, "pending": control.pending}
+    if not control.scheduled:
+        return (CONTROL_TAG, 2, fields)
+    fields["scheduled"] = tuple(scheduled_fields(entry) for entry in control.scheduled)
     return (CONTROL_TAG, CONTROL_VERSION, fields)
 
 
@@ -67,8 +80,12 @@ def decode_control(stored: Any) -> KeyControl | None:
             _version(stored[1], CONTROL_VERSION, "control value")
             fields = stored[2]
             run = fields["run"]
+            scheduled = fields.get("scheduled")  # (version 3)
             return KeyControl(
-                fields["sequence"], None if run is None else decode_run(run), fields["pending"]
+                fields["sequence"],
+                None if run is None else decode_run(run),
+                fields["pending"],
+                () if scheduled is None else tuple(scheduled_entry(f) for f in scheduled),
             )
         if len(stored) == 3 and type(stored[0]) is int:  # version 1 (0.1.0 and before)
             return KeyControl(*stored)

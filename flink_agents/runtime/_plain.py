@@ -12,9 +12,9 @@ at a time would. It achieves that by running only what needs none of ``step``'s 
 and handing everything else to ``step`` unchanged: it stops before an ``async def`` action,
 at the run's step budget, and before any action when the action log may hold the run's
 records or is to record every action; an action that turns out to need more (a durable
-call, a write outside Flink, a returned coroutine, a failure) completes through ``step``'s
-own path from the state the lane left. ``tests/runtime/test_plain_lane.py`` runs every
-parity scenario with the lane on and off and compares the results.
+call, a write outside Flink, a returned coroutine, a scheduled event, a failure) completes
+through ``step``'s own path from the state the lane left. ``tests/runtime/test_plain_lane.py``
+runs every parity scenario with the lane on and off and compares the results.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class Raised(NamedTuple):
 
 class NeedsStep(NamedTuple):
     """A plain action that turned out to need ``step``'s path: it returned a coroutine
-    (``result``), made a durable call, or wrote outside Flink state."""
+    (``result``), made a durable call, wrote outside Flink state, or scheduled (or
+    cancelled) an event."""
 
     context: ActionContext
     result: Any
@@ -248,6 +249,7 @@ class PlainLane:
                 (result is not None and inspect.iscoroutine(result))
                 or context.recorder is not None
                 or context.wrote_outside
+                or context.scheduling
                 or context.infrastructure_error is not None
             ):
                 return PlainPass(done, outputs, written, NeedsStep(context, result))

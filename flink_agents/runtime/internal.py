@@ -2,12 +2,15 @@
 
 The command line reads and writes records the way every runner does (``_records``: JSON lines,
 keys, error records) and takes keys the same way (``_keys``); the benchmarks make a run's input
-event as the runtime does (``input_event``). Other packages import these from
+event as the runtime does (``input_event``) and measure what a key keeps in Flink state
+(``KeyControl``, ``encode_control``). Other packages import these from
 here, never from a private module of ``flink_agents.runtime`` (``tests/test_imports.py``).
 Nothing here is promised to users: names come and go with the packages that use them.
 """
 
+from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._keys import key_function
+from flink_agents.runtime._persisted import encode_control
 from flink_agents.runtime._records import (
     BadRecord,
     parse_json_object,
@@ -19,6 +22,8 @@ from flink_agents.runtime._unvalidated import input_event
 
 __all__ = [
     "BadRecord",
+    "KeyControl",
+    "encode_control",
     "input_event",
     "key_function",
     "parse_json_object",

@@ -7,6 +7,7 @@ key carries a snapshot of its short-term memory.
 import asyncio
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from flink_agents.api import (
@@ -481,3 +482,93 @@ class DelegatingAgent(Agent):
         if failing(record["n"]):
             raise RuntimeError(f"failed after the sub-run of record {record['n']}")
         ctx.send_event(OutputEvent(output={"key": ctx.key, "n": record["n"], "found": found}))
+
+
+# -- scheduled events -------------------------------------------------------------------------
+
+
+class Reminder(Event):
+    """Scheduled by ``SchedulingAgent`` for its record ``n``; ``rounds`` more follow it, a
+    day apart (-1: without end)."""
+
+    n: int
+    round: int = 0
+    rounds: int = 0
+
+
+class Chase(Event):
+    """Scheduled by ``SchedulingAgent``; its action is ``async def`` and makes a durable call."""
+
+    n: int
+    delay_ms: int
+
+
+def _pending(ctx) -> list[str]:
+    return [f"{type(e.event).__name__}:{e.event.n}" for e in ctx.scheduled()]
+
+
+class SchedulingAgent(Agent):
+    """Schedules events days ahead (so they fire at the end of the bounded input on every
+    runner), cancels some, lists the pending ones, schedules again from a scheduled run (a
+    chain, one without end), and runs an ``async def`` action for a due event."""
+
+    @action(InputEvent)
+    @staticmethod
+    def plan(event: InputEvent, ctx) -> None:
+        record = event.input
+        memory = ctx.short_term_memory
+        cancelled = None
+        if record.get("cancel_last"):
+            cancelled = ctx.cancel_scheduled(memory.get("last") or "none")
+        # Minutes apart: no two events of a key fall due within a minute of each other,
+        # whenever the runner took each record.
+        days = timedelta(days=record["days"], minutes=record["n"])
+        if record.get("chase"):
+            handle = ctx.schedule(Chase(n=record["n"], delay_ms=record["chase"]), delay=days)
+        else:
+            reminder = Reminder(n=record["n"], rounds=record.get("rounds", 0))
+            handle = ctx.schedule(reminder, delay=days)
+        memory.set("last", handle)
+        ctx.send_event(
+            OutputEvent(
+                output={
+                    "key": ctx.key,
+                    "n": record["n"],
+                    "cancelled": cancelled,
+                    "pending": _pending(ctx),
+                }
+            )
+        )
+
+    @action(Reminder)
+    @staticmethod
+    def remind(event: Reminder, ctx) -> None:
+        memory = ctx.short_term_memory
+        reminded = [*(memory.get("reminded") or []), [event.n, event.round]]
+        memory.set("reminded", reminded)
+        if event.rounds < 0 or event.round < event.rounds:
+            again = Reminder(n=event.n, round=event.round + 1, rounds=event.rounds)
+            ctx.schedule(again, delay=timedelta(days=1))
+        ctx.send_event(
+            OutputEvent(
+                output={
+                    "key": ctx.key,
+                    "reminder": event.n,
+                    "round": event.round,
+                    "reminded": reminded,
+                    "pending": _pending(ctx),
+                    "sensory": to_dict(ctx.sensory_memory),
+                }
+            )
+        )
+
+    @action(Chase)
+    @staticmethod
+    async def chase(event: Chase, ctx) -> None:
+        value = await ctx.durable_execute_async(slow_echo, event.n, event.delay_ms)
+        ctx.sensory_memory.set("chased", value)
+        ctx.send_event(
+            OutputEvent(
+                output={"key": ctx.key, "chased": value, "memory": to_dict(ctx.short_term_memory)}
+            )
+        )

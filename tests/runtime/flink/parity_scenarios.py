@@ -120,6 +120,25 @@ def error_output_records() -> list[dict]:
     return with_probes(with_bad_records(mixed_records(200, 40, seed=11, loops=4)))
 
 
+def scheduling_records() -> list[dict]:
+    """Per key: reminders days ahead (one a chain of two more, one a chain without end),
+    a cancelled one, and a due event whose action parks on a durable call."""
+    records = []
+    for n in range(24):
+        key = f"k{n % 4}"
+        record = {"k": key, "n": n, "days": 1 + (n * 7) % 5}
+        if n % 6 == 1:
+            record["rounds"] = 2
+        if n % 8 == 3:
+            record["rounds"] = -1
+        if n % 5 == 2:
+            record["cancel_last"] = True
+        if n % 7 == 4:
+            record["chase"] = (n % 3) * 30
+        records.append(record)
+    return records
+
+
 def retry_records() -> list[dict]:
     """Deterministic failures (which exhaust the attempts) among successes, and flaky
     records that succeed on their second or third attempt or never, each with records of
@@ -227,6 +246,13 @@ PIPELINES = [
     Pipeline("memory-ops", parity_agents.MemoryOpsAgent, memory_ops_records()),
     Pipeline("async-order", parity_agents.AsyncOrderAgent, async_order_records()),
     Pipeline("fan-out", parity_agents.FanOutAgent, fan_out_records()),
+    Pipeline("scheduling", parity_agents.SchedulingAgent, scheduling_records()),
+    Pipeline(
+        "scheduling-no-log",
+        parity_agents.SchedulingAgent,
+        scheduling_records(),
+        options={"action_log": "none", "state_cache_keys": 0},
+    ),
     Pipeline("support-triage-plan", REPO / "plans/support_triage.yaml", tickets(), key="user"),
     Pipeline(
         "sub-agents",

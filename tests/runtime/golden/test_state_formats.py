@@ -1,8 +1,10 @@
 """What flink_agents keeps in Flink state reads back across releases (golden fixtures).
 
 ``*-0.1.0-*.pickle`` are what release 0.1.0 (main d2e56d1) wrote, taken with its code
-(``make_legacy``); ``*-0.2.0-*`` what 0.2.0 writes (``make_current``). Never regenerated:
-the current code must read every one, and must still write the current release's.
+(``make_legacy``); ``*-0.2.0-*`` what 0.2.0 writes (``make_current``), and still writes for a
+key without scheduled events; ``*-0.3.0-*`` what a key with scheduled events holds (control
+value version 3, a due event in the queue of inputs). Never regenerated: the current code
+must read every one, and must still write the current release's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.api import InputEvent
+from flink_agents.api import EventScheduled, InputEvent
 from flink_agents.memory import ObjectMarker
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._persisted import (
@@ -23,9 +25,10 @@ from flink_agents.runtime._persisted import (
     decode_control,
     encode_control,
 )
+from flink_agents.runtime._scheduling import due_event, due_input
 from tests.runtime.golden.make_current import stored_values
 from tests.runtime.golden.make_legacy import values
-from tests.runtime.golden.values import INPUT_ID
+from tests.runtime.golden.values import DUE, INPUT_ID, SCHEDULED
 
 HERE = Path(__file__).parent
 CURRENT = "0.2.0"
@@ -67,6 +70,37 @@ def test_the_current_release_writes_its_fixture(name: str) -> None:
     assert encode_control(expected(name)) == load(f"control-{CURRENT}-{name}")
 
 
+def _scheduled(handle: str, due_ms: int, event) -> EventScheduled:
+    return EventScheduled(handle=handle, due_ms=due_ms, event=event)
+
+
+def _fields(entry: EventScheduled) -> tuple:
+    """What a scheduled event is, as kept (its own id is not: it is made again)."""
+    return (entry.handle, entry.due_ms, entry.event)
+
+
+def test_scheduled_events_read_back_and_are_written_as_version_3() -> None:
+    stored = load("control-0.3.0-scheduled")
+    control = decode_control(stored)
+    assert (control.sequence, control.run, control.pending) == (7, None, 1)
+    assert [_fields(entry) for entry in control.scheduled] == list(SCHEDULED)
+    assert control.scheduled[0].event.model_fields_set == {"id", "text", "weight"}
+    written = KeyControl(7, None, 1, tuple(_scheduled(*entry) for entry in SCHEDULED))
+    assert encode_control(written) == stored
+    # Without scheduled events a key is written as release 0.2.0 wrote it (it reads them).
+    assert encode_control(KeyControl(7, None, 1))[1] == 2
+
+
+def test_a_queued_due_event_reads_back() -> None:
+    stored = load("pending-0.3.0-due")
+    assert _fields(due_event(stored)) == DUE
+    assert due_input(_scheduled(*DUE)) == stored
+    assert due_event({"an": "input record"}) is None
+    assert due_event(("a", "tuple", "record")) is None
+    with pytest.raises(StateFormatError, match=r"queued due event .* format version 2"):
+        due_event((stored[0], 2, stored[2]))
+
+
 def test_memory_markers_read_back() -> None:
     for release in ("0.1.0", CURRENT):
         assert load(f"memory-{release}-marker") == ObjectMarker(("name", "address"))
@@ -75,7 +109,10 @@ def test_memory_markers_read_back() -> None:
 def test_what_is_stored_names_no_private_module_of_ours() -> None:
     """Pickles of state name our classes by public packages only: moving a private module
     of ours must not break a checkpoint."""
-    for name, value in stored_values().items():
+    values = dict(stored_values())
+    values["control-0.3.0-scheduled"] = load("control-0.3.0-scheduled")
+    values["pending-0.3.0-due"] = load("pending-0.3.0-due")
+    for name, value in values.items():
         globals_named = _globals(pickle.dumps(value))
         private = [g for g in globals_named if g.startswith("flink_agents") and "._" in g]
         assert not private, f"{name} names {private}"

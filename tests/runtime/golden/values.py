@@ -56,3 +56,14 @@ class KeywordOnly(Exception):
     def __init__(self, *, code: int) -> None:
         super().__init__(f"failed with code {code}")
         self.code = code
+
+
+# -- added with scheduled events (release 0.3.0) ----------------------------------------------
+
+SCHEDULED = (
+    ("ade82660-d4f7-5541-84e2-a6f4f5cbb726", 1_900_000_000_000, NOTE),
+    ("841c3832-9beb-590d-958b-857df33c2eb9", 1_900_086_400_000, SENT),
+)
+"""A key's pending scheduled events: (handle, due time in ms, event), soonest first."""
+DUE = ("0f6d1e2a-3b4c-5d6e-8f70-8192a3b4c5d6", 1_899_990_000_000, NOTE)
+"""A due scheduled event queued behind the key's run."""

@@ -1,0 +1,36 @@
+"""The agent of ``scheduled_restore_job.py`` (a module of its own: thread mode imports an
+agent by its module, which must not be the job's ``__main__``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
+
+
+class Remind(Event):
+    n: int
+
+
+class Reminds(Agent):
+    @action(InputEvent)
+    @staticmethod
+    def plan(event: InputEvent, ctx) -> None:
+        record = event.input
+        if record["kind"] == "crash":
+            marker = Path(ctx.config["marker"])
+            if not marker.exists():
+                marker.write_text("crashed")
+                raise RuntimeError("an injected failure")
+        if record["kind"] == "plan":
+            ctx.schedule(Remind(n=record["id"]), delay=timedelta(seconds=record["delay_s"]))
+        pending = [entry.event.n for entry in ctx.scheduled()]
+        ctx.send_event(OutputEvent(output={"id": record["id"], "pending": pending}))
+
+    @action(Remind)
+    @staticmethod
+    def remind(event: Remind, ctx) -> None:
+        count = (ctx.short_term_memory.get("reminded") or 0) + 1
+        ctx.short_term_memory.set("reminded", count)
+        ctx.send_event(OutputEvent(output={"id": f"reminded-{event.n}", "count": count}))

@@ -1,0 +1,99 @@
+"""The scheduled events' restore test, run in a child process (a JVM of its own):
+``python -m tests.runtime.flink.scheduled_restore_job <spec.json>``.
+
+``Reminds`` (``reminder_agents.py``: each ``plan`` record schedules a reminder ``delay_s``
+ahead) reads JSON lines from a monitored directory and writes its outputs through a sink
+that commits on checkpoints (exactly once). Three steps, the reminders pending throughout:
+
+1. The ``plan`` records are read, their runs' outputs committed, and the job is stopped with
+   a savepoint (before any reminder is due).
+2. Restored from it (restarts allowed), a ``crash`` record fails the job once, after a
+   checkpoint has completed: Flink restores that checkpoint.
+3. In process mode, whose restores fire no timer of a Python operator, one ``touch`` record
+   per key after the reminders are due (``docs/waiting.md``); in thread mode none: the
+   restored timers fire them. The job runs until every reminder's output is committed.
+
+The last line of stdout is ``RESULT {}``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pyflink.common import Configuration
+
+from flink_agents.api import AgentsExecutionEnvironment
+from flink_agents.plan import to_plan
+from tests.json_lines import read_json_lines, write_json_lines
+from tests.memory.long_term.rescale_job import stop_with_savepoint, wait_for_answers
+from tests.runtime.flink.held_call_agents import parse_record
+from tests.runtime.flink.reminder_agents import Reminds
+from tests.runtime.flink.stop_savepoint_job import drop, until
+
+CHECKPOINT_INTERVAL_MS = 300
+
+
+def build_job(spec: dict[str, Any], savepoint: str | None, restarts: bool) -> Any:
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    configuration = Configuration()
+    configuration.set_string("python.execution-mode", spec["mode"])
+    if restarts:
+        configuration.set_string("restart-strategy.type", "fixed-delay")
+        configuration.set_string("restart-strategy.fixed-delay.attempts", "2")
+        configuration.set_string("restart-strategy.fixed-delay.delay", "200 ms")
+    else:
+        configuration.set_string("restart-strategy.type", "none")
+    if savepoint:
+        configuration.set_string("execution.savepoint.path", savepoint)
+    env = StreamExecutionEnvironment.get_execution_environment(configuration)
+    env.set_parallelism(1)
+    env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+    agents = AgentsExecutionEnvironment.get_execution_environment(
+        env, data_dir=spec["data_dir"], action_log_job=spec["job"]
+    )
+    records = read_json_lines(env, spec["input_dir"], parse_record)
+    plan = to_plan(Reminds).model_copy(update={"config": {"marker": spec["marker"]}})
+    outputs = agents.from_datastream(records, "key").apply(plan).to_datastream()
+    write_json_lines(outputs, spec["output_dir"])
+    return env
+
+
+def committed(spec: dict[str, Any]) -> set[Any]:
+    from flink_agents.runtime.flink import read_json_files
+
+    return {output["id"] for output in read_json_files(Path(spec["output_dir"]))}
+
+
+def main(argv: list[str]) -> None:
+    spec = json.loads(Path(argv[0]).read_text())
+    plans = spec["plans"]
+    client = build_job(spec, None, restarts=False).execute_async("scheduled")
+    ended = client.get_job_execution_result()
+    drop(spec, "plans.jsonl", plans)
+    planned_at = time.time()  # the reminders are due after this, not before
+    until(lambda: {r["id"] for r in plans} <= committed(spec), "plans committed", ended)
+    savepoint = stop_with_savepoint(client, spec["savepoint_dir"])
+    ended.result()
+
+    client = build_job(spec, savepoint, restarts=True).execute_async("scheduled-restored")
+    ended = client.get_job_execution_result()
+    time.sleep(1.0)  # a checkpoint of the restored job completes (every 300 ms)
+    drop(spec, "crash.jsonl", [spec["crash"]])
+    until(lambda: Path(spec["marker"]).exists(), "the failure", ended)
+    if spec["touches"]:
+        due = max(r["delay_s"] for r in plans) + 0.5
+        time.sleep(max(0.0, planned_at + due - time.time()))
+        drop(spec, "touches.jsonl", spec["touches"])
+    wanted = {f"reminded-{r['id']}" for r in plans} | {r["id"] for r in spec["touches"]}
+    wait_for_answers(ended, Path(spec["output_dir"]), wanted | {spec["crash"]["id"]})
+    client.cancel().result()
+    print("RESULT {}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,72 @@
+"""Scheduled events survive a stop with a savepoint and a failure, and fire once.
+
+A child process (``scheduled_restore_job.py``) schedules a reminder per key, stops the job
+with a savepoint before any is due, restores it, fails it once after a checkpoint while the
+reminders are still pending, and waits for them. Every output is committed exactly once, so
+each reminder must appear once, with the key's memory of one reminder. In thread mode the
+restored timers fire them; in process mode (which restores no Python timer) each key's next
+record does, once they are due (``docs/waiting.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from flink_agents.runtime.flink import read_json_files
+from tests.children import run_child_job
+from tests.runtime.flink.runners import MODES
+
+pytestmark = [pytest.mark.slow, pytest.mark.flink]
+
+DELAY_S = 6.0
+"""How far ahead each reminder is scheduled: past the stop, the restore and the failure."""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reminders_pending_across_a_savepoint_and_a_failure_fire_once(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if mode == "process":
+        monkeypatch.setenv("_python_worker_execution_mode", "process")
+    (tmp_path / "input").mkdir()
+    plans = [
+        {"id": i, "key": f"k{i % 3}", "kind": "plan", "delay_s": DELAY_S + i % 2} for i in range(6)
+    ]
+    touches = [{"id": f"touch-{k}", "key": k, "kind": "touch"} for k in ("k0", "k1", "k2")]
+    spec = {
+        "mode": mode,
+        "job": "scheduled-restore",
+        "savepoint_dir": (tmp_path / "savepoints").as_uri(),
+        "input_dir": str(tmp_path / "input"),
+        "output_dir": str(tmp_path / "out"),
+        "data_dir": str(tmp_path / "data"),
+        "marker": str(tmp_path / "crashed"),
+        "plans": plans,
+        "crash": {"id": "crash", "key": "k0", "kind": "crash"},
+        "touches": touches if mode == "process" else [],
+    }
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    run_child_job("tests.runtime.flink.scheduled_restore_job", spec_file, mode)
+
+    outputs = read_json_files(tmp_path / "out")
+    counted = Counter(o["id"] for o in outputs)
+    reminders = {f"reminded-{p['id']}" for p in plans}
+    assert {i: n for i, n in counted.items() if n != 1} == {}  # exactly once
+    assert reminders <= set(counted)
+    by_key: dict[str, list[int]] = {}
+    for plan in plans:
+        by_key.setdefault(plan["key"], []).append(plan["id"])
+    # Each plan's output listed the reminders of its key pending by then.
+    for output in outputs:
+        if isinstance(output["id"], int):
+            key = plans[output["id"]]["key"]
+            mine = [i for i in by_key[key] if i <= output["id"]]
+            assert sorted(output["pending"]) == mine
+    # Each key was reminded once per plan, counted in its memory.
+    counts = sorted(o["count"] for o in outputs if str(o["id"]).startswith("reminded-"))
+    assert counts == [1, 1, 1, 2, 2, 2]
