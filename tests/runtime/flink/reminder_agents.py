@@ -3,6 +3,7 @@ agent by its module, which must not be the job's ``__main__``)."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,7 +22,7 @@ class Reminds(Agent):
         if record["kind"] == "crash":
             marker = Path(ctx.config["marker"])
             if not marker.exists():
-                marker.write_text("crashed")
+                marker.write_text(str(time.time()))  # when it failed
                 raise RuntimeError("an injected failure")
         if record["kind"] == "plan":
             ctx.schedule(Remind(n=record["id"]), delay=timedelta(seconds=record["delay_s"]))

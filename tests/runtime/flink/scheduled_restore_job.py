@@ -5,15 +5,18 @@
 ahead) reads JSON lines from a monitored directory and writes its outputs through a sink
 that commits on checkpoints (exactly once). Three steps, the reminders pending throughout:
 
-1. The ``plan`` records are read, their runs' outputs committed, and the job is stopped with
-   a savepoint (before any reminder is due).
-2. Restored from it (restarts allowed), a ``crash`` record fails the job once, after a
-   checkpoint has completed: Flink restores that checkpoint.
+1. The ``plans`` are read, their runs' outputs committed, and the job is stopped with a
+   savepoint (before any reminder is due).
+2. Restored from it (restarts allowed), the ``late_plans`` schedule reminders a few seconds
+   ahead; once their outputs are committed (a checkpoint holds the reminders), a ``crash``
+   record fails the job: Flink restores that checkpoint.
 3. In process mode, whose restores fire no timer of a Python operator, one ``touch`` record
    per key after the reminders are due (``docs/waiting.md``); in thread mode none: the
    restored timers fire them. The job runs until every reminder's output is committed.
 
-The last line of stdout is ``RESULT {}``.
+The last line of stdout is ``RESULT {"planned_at", "stopped_at", "late_at", "failed_at"}``:
+when the plans were dropped (their reminders are due ``delay_s`` after), when the job was
+stopped, when the late plans were dropped and when the job failed.
 """
 
 from __future__ import annotations
@@ -71,28 +74,42 @@ def committed(spec: dict[str, Any]) -> set[Any]:
 
 def main(argv: list[str]) -> None:
     spec = json.loads(Path(argv[0]).read_text())
-    plans = spec["plans"]
+    plans, late = spec["plans"], spec["late_plans"]
     client = build_job(spec, None, restarts=False).execute_async("scheduled")
     ended = client.get_job_execution_result()
     drop(spec, "plans.jsonl", plans)
-    planned_at = time.time()  # the reminders are due after this, not before
+    planned_at = time.time()  # their reminders are due after this, not before
     until(lambda: {r["id"] for r in plans} <= committed(spec), "plans committed", ended)
     savepoint = stop_with_savepoint(client, spec["savepoint_dir"])
+    stopped_at = time.time()
     ended.result()
 
     client = build_job(spec, savepoint, restarts=True).execute_async("scheduled-restored")
     ended = client.get_job_execution_result()
-    time.sleep(1.0)  # a checkpoint of the restored job completes (every 300 ms)
+    # Reminders scheduled by the restored job, committed (so a checkpoint holds them)...
+    drop(spec, "late.jsonl", late)
+    late_at = time.time()
+    until(lambda: {r["id"] for r in late} <= committed(spec), "late plans committed", ended)
+    # ... are pending when it fails (``failed_at`` is checked against their due time).
     drop(spec, "crash.jsonl", [spec["crash"]])
     until(lambda: Path(spec["marker"]).exists(), "the failure", ended)
+    result = {
+        "planned_at": planned_at,
+        "stopped_at": stopped_at,
+        "late_at": late_at,
+        "failed_at": float(Path(spec["marker"]).read_text()),
+    }
     if spec["touches"]:
-        due = max(r["delay_s"] for r in plans) + 0.5
-        time.sleep(max(0.0, planned_at + due - time.time()))
+        due = max(
+            planned_at + max(r["delay_s"] for r in plans), late_at + max(r["delay_s"] for r in late)
+        )
+        time.sleep(max(0.0, due + 0.5 - time.time()))
         drop(spec, "touches.jsonl", spec["touches"])
-    wanted = {f"reminded-{r['id']}" for r in plans} | {r["id"] for r in spec["touches"]}
-    wait_for_answers(ended, Path(spec["output_dir"]), wanted | {spec["crash"]["id"]})
+    everything = [*plans, *late, spec["crash"], *spec["touches"]]
+    wanted = {f"reminded-{r['id']}" for r in plans + late} | {r["id"] for r in everything}
+    wait_for_answers(ended, Path(spec["output_dir"]), wanted)
     client.cancel().result()
-    print("RESULT {}", flush=True)
+    print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

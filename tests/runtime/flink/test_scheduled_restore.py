@@ -22,8 +22,10 @@ from tests.runtime.flink.runners import MODES
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
-DELAY_S = 6.0
-"""How far ahead each reminder is scheduled: past the stop, the restore and the failure."""
+DELAY_S = 10.0
+"""How far ahead the first plans' reminders are scheduled: past the stop with a savepoint."""
+LATE_DELAY_S = 8.0
+"""How far ahead the restored job's late plans schedule theirs: past the failure."""
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -36,6 +38,9 @@ def test_reminders_pending_across_a_savepoint_and_a_failure_fire_once(
     plans = [
         {"id": i, "key": f"k{i % 3}", "kind": "plan", "delay_s": DELAY_S + i % 2} for i in range(6)
     ]
+    late = [
+        {"id": 10 + i, "key": f"k{i}", "kind": "plan", "delay_s": LATE_DELAY_S} for i in range(3)
+    ]
     touches = [{"id": f"touch-{k}", "key": k, "kind": "touch"} for k in ("k0", "k1", "k2")]
     spec = {
         "mode": mode,
@@ -46,27 +51,28 @@ def test_reminders_pending_across_a_savepoint_and_a_failure_fire_once(
         "data_dir": str(tmp_path / "data"),
         "marker": str(tmp_path / "crashed"),
         "plans": plans,
+        "late_plans": late,
         "crash": {"id": "crash", "key": "k0", "kind": "crash"},
         "touches": touches if mode == "process" else [],
     }
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec))
-    run_child_job("tests.runtime.flink.scheduled_restore_job", spec_file, mode)
+    result = run_child_job("tests.runtime.flink.scheduled_restore_job", spec_file, mode)
+    # The savepoint was taken, and the job failed, while the reminders were pending.
+    assert result["stopped_at"] < result["planned_at"] + DELAY_S, result
+    assert result["failed_at"] < result["late_at"] + LATE_DELAY_S, result
 
     outputs = read_json_files(tmp_path / "out")
     counted = Counter(o["id"] for o in outputs)
-    reminders = {f"reminded-{p['id']}" for p in plans}
+    reminders = {f"reminded-{p['id']}" for p in plans + late}
     assert {i: n for i, n in counted.items() if n != 1} == {}  # exactly once
     assert reminders <= set(counted)
-    by_key: dict[str, list[int]] = {}
-    for plan in plans:
-        by_key.setdefault(plan["key"], []).append(plan["id"])
-    # Each plan's output listed the reminders of its key pending by then.
+    # The first plans' outputs listed the reminders of their key pending by then.
     for output in outputs:
-        if isinstance(output["id"], int):
+        if isinstance(output["id"], int) and output["id"] < 10:
             key = plans[output["id"]]["key"]
-            mine = [i for i in by_key[key] if i <= output["id"]]
+            mine = [p["id"] for p in plans if p["key"] == key and p["id"] <= output["id"]]
             assert sorted(output["pending"]) == mine
     # Each key was reminded once per plan, counted in its memory.
     counts = sorted(o["count"] for o in outputs if str(o["id"]).startswith("reminded-"))
-    assert counts == [1, 1, 1, 2, 2, 2]
+    assert counts == [1, 1, 1, 2, 2, 2, 3, 3, 3]
