@@ -96,13 +96,26 @@ def _run_lines(
             _write(errors, rejected(str(error), raw=to_json_line(record), file=where, line=line))
             continue
         failed_before = len(runner.errors)
-        outputs = runner.run(key, record)
-        for failure in runner.errors[failed_before:]:
-            report.failed_runs += 1
-            _write(errors, failure)
-        for produced in outputs:
-            report.outputs += 1
-            _write(output, produced)
+        _report(runner.run(key, record), runner.errors[failed_before:], output, errors, report)
+    # The end of the input: the keys' pending scheduled events fire (docs/waiting.md).
+    failed_before = len(runner.errors)
+    _report(runner.finish(), runner.errors[failed_before:], output, errors, report)
+
+
+def _report(
+    outputs: list[Any],
+    failures: list[dict[str, Any]],
+    output: TextIO,
+    errors: TextIO,
+    report: BatchReport,
+) -> None:
+    """Write what runs released: failed runs to ``errors``, outputs to ``output``."""
+    for failure in failures:
+        report.failed_runs += 1
+        _write(errors, failure)
+    for produced in outputs:
+        report.outputs += 1
+        _write(output, produced)
 
 
 def _write(stream: TextIO, value: Any) -> None:

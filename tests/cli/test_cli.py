@@ -333,3 +333,18 @@ def test_demo_command_in_a_subprocess(tmp_path):
     assert "records in 42" in result.stdout
     assert "TEST STAND-IN" in result.stdout and "[stand-in]" in result.stdout
     assert (tmp_path / "outputs.jsonl").exists()
+
+
+def test_run_fires_the_pending_scheduled_events_at_the_end_of_its_input(tmp_path):
+    """``flink-agents run`` ends its input as every runner does: the keys' pending
+    scheduled events fire then, their outputs after the last line's."""
+    plan = tmp_path / "plan.json"
+    main(["compile", "tests.runtime.scheduling_agents:FollowsUp", "-o", str(plan)])
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"k": "a", "n": 1, "days": 2}\n{"k": "b", "n": 2, "days": 1}\n')
+    out, err = tmp_path / "out.jsonl", tmp_path / "err.jsonl"
+    args = ["run", str(plan), str(data), "--key", "k", "--output", str(out), "--errors", str(err)]
+    assert main(args) == 0
+    outputs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [o.get("followed", o.get("n")) for o in outputs] == [1, 2, "follow-up 1", "follow-up 2"]
+    assert err.read_text() == ""

@@ -59,9 +59,8 @@ class FollowsUp(Agent):
             handle = memory.get("last") if record["cancel"] == "last" else record["cancel"]
             result["cancelled"] = ctx.cancel_scheduled(handle)
         if "days" in record:
-            handle = ctx.schedule(
-                FollowUp(text=f"follow-up {record['n']}"), delay=timedelta(days=record["days"])
-            )
+            text = f"follow-up {record['n']}" + (" fails" if record.get("follow_up_fails") else "")
+            handle = ctx.schedule(FollowUp(text=text), delay=timedelta(days=record["days"]))
             memory.set("last", handle)
             result["handle"] = handle
         if "at" in record:
@@ -75,6 +74,8 @@ class FollowsUp(Agent):
     @action(FollowUp)
     @staticmethod
     def follow_up(event: FollowUp, ctx) -> None:
+        if event.text.endswith("fails"):
+            raise RuntimeError(f"{event.text}, as asked")
         memory = ctx.short_term_memory
         done = [*(memory.get("followed") or []), event.text]
         memory.set("followed", done)

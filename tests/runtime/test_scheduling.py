@@ -18,6 +18,7 @@ from tests.runtime.scheduling_agents import (
     Crash,
     Delegates,
     FollowsUp,
+    FollowUp,
     Forever,
     Misuses,
     PaysThenSchedules,
@@ -114,6 +115,19 @@ def test_an_action_that_fails_schedules_nothing():
     assert runner.advance_time(2 * DAY) == []
     [output] = runner.run("k", {"n": 2})
     assert output["pending"] == []
+
+
+def test_a_due_run_that_fails_goes_to_the_error_output_with_its_event_as_input():
+    options = AgentOptions(error_policy="retry", retry_max_attempts=2, retry_initial_backoff_ms=10)
+    runner = LocalRunner(FollowsUp, options=options)
+    runner.run("k", {"n": 1, "days": 1, "follow_up_fails": True})
+    runner.run("k", {"n": 2, "days": 2})
+    assert runner.advance_time(3 * DAY) == [{"followed": "follow-up 2", "pending": []}]
+    [error] = runner.errors
+    assert (error["kind"], error["action"], error["attempts"]) == ("failed_run", "follow_up", 2)
+    assert error["input"] == FollowUp(id=error["input"].id, text="follow-up 1 fails")
+    assert error["run_sequence"] == 3
+    assert error["error"] == "RuntimeError: follow-up 1 fails, as asked"
 
 
 def test_at_schedules_for_a_time_of_day():
