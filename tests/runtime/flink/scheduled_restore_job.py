@@ -27,35 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyflink.common import Configuration
-
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import to_plan
+from flink_agents.runtime.flink import read_json_files
 from tests.json_lines import read_json_lines, write_json_lines
 from tests.memory.long_term.rescale_job import stop_with_savepoint, wait_for_answers
 from tests.runtime.flink.held_call_agents import parse_record
 from tests.runtime.flink.reminder_agents import Reminds
-from tests.runtime.flink.stop_savepoint_job import drop, until
-
-CHECKPOINT_INTERVAL_MS = 300
+from tests.runtime.flink.stop_savepoint_job import drop, job_environment, until
 
 
-def build_job(spec: dict[str, Any], savepoint: str | None, restarts: bool) -> Any:
-    from pyflink.datastream import StreamExecutionEnvironment
-
-    configuration = Configuration()
-    configuration.set_string("python.execution-mode", spec["mode"])
-    if restarts:
-        configuration.set_string("restart-strategy.type", "fixed-delay")
-        configuration.set_string("restart-strategy.fixed-delay.attempts", "2")
-        configuration.set_string("restart-strategy.fixed-delay.delay", "200 ms")
-    else:
-        configuration.set_string("restart-strategy.type", "none")
-    if savepoint:
-        configuration.set_string("execution.savepoint.path", savepoint)
-    env = StreamExecutionEnvironment.get_execution_environment(configuration)
-    env.set_parallelism(1)
-    env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+def build_job(spec: dict[str, Any], savepoint: str | None, restarts: int = 0) -> Any:
+    env = job_environment(spec["mode"], savepoint, restarts)
     agents = AgentsExecutionEnvironment.get_execution_environment(
         env, data_dir=spec["data_dir"], action_log_job=spec["job"]
     )
@@ -67,15 +50,13 @@ def build_job(spec: dict[str, Any], savepoint: str | None, restarts: bool) -> An
 
 
 def committed(spec: dict[str, Any]) -> set[Any]:
-    from flink_agents.runtime.flink import read_json_files
-
     return {output["id"] for output in read_json_files(Path(spec["output_dir"]))}
 
 
 def main(argv: list[str]) -> None:
     spec = json.loads(Path(argv[0]).read_text())
     plans, late = spec["plans"], spec["late_plans"]
-    client = build_job(spec, None, restarts=False).execute_async("scheduled")
+    client = build_job(spec, None).execute_async("scheduled")
     ended = client.get_job_execution_result()
     drop(spec, "plans.jsonl", plans)
     planned_at = time.time()  # their reminders are due after this, not before
@@ -84,7 +65,7 @@ def main(argv: list[str]) -> None:
     stopped_at = time.time()
     ended.result()
 
-    client = build_job(spec, savepoint, restarts=True).execute_async("scheduled-restored")
+    client = build_job(spec, savepoint, restarts=2).execute_async("scheduled-restored")
     ended = client.get_job_execution_result()
     # Reminders scheduled by the restored job, committed (so a checkpoint holds them)...
     drop(spec, "late.jsonl", late)

@@ -44,15 +44,30 @@ CHECKPOINT_INTERVAL_MS = 300
 WAIT_TIMEOUT_S = 120.0
 
 
-def build_job(spec: dict[str, Any], savepoint: str | None) -> StreamExecutionEnvironment:
+def job_environment(
+    mode: str, savepoint: str | None, restarts: int = 0
+) -> StreamExecutionEnvironment:
+    """A streaming job's environment at parallelism 1, checkpointing every
+    ``CHECKPOINT_INTERVAL_MS``, restored from ``savepoint`` if given, restarted after a
+    failure up to ``restarts`` times (0: a failure ends the test)."""
     configuration = Configuration()
-    configuration.set_string("python.execution-mode", spec["mode"])
-    configuration.set_string("restart-strategy.type", "none")  # a failure ends the test
+    configuration.set_string("python.execution-mode", mode)
+    if restarts:
+        configuration.set_string("restart-strategy.type", "fixed-delay")
+        configuration.set_string("restart-strategy.fixed-delay.attempts", str(restarts))
+        configuration.set_string("restart-strategy.fixed-delay.delay", "200 ms")
+    else:
+        configuration.set_string("restart-strategy.type", "none")
     if savepoint:
         configuration.set_string("execution.savepoint.path", savepoint)
     env = StreamExecutionEnvironment.get_execution_environment(configuration)
     env.set_parallelism(1)
     env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+    return env
+
+
+def build_job(spec: dict[str, Any], savepoint: str | None) -> StreamExecutionEnvironment:
+    env = job_environment(spec["mode"], savepoint)
     agents = AgentsExecutionEnvironment.get_execution_environment(
         env, data_dir=spec["data_dir"], action_log_job=spec["job"]
     )
