@@ -65,9 +65,9 @@ def scheduled_fields(entry: EventScheduled) -> dict[str, Any]:
 
 
 class Schedules:
-    """The scheduled events of the key the driver serves now: the driver points it at the
-    key's control value and timers before it advances a run of the key (``serve``), and the
-    engine applies an action's scheduling events to it (``apply``).
+    """The scheduled events of the key the driver serves now: the driver sets ``key``,
+    ``control`` (the key's control value) and ``timers`` before it advances a run of the
+    key, and the engine applies an action's scheduling events to it (``apply``).
 
     Args:
         listened: whether an action listens to an event type.
