@@ -325,6 +325,29 @@ class SchedulesOne(Agent):
         ctx.send_event(OutputEvent(output=(ctx.key, event.n)))
 
 
+class Nap(Event):
+    n: int
+
+
+class SleepsOne(Agent):
+    """``SchedulesOne`` with a sleep: each record emits and sends an event whose ``async
+    def`` action sleeps a day (set aside: it wakes at the end of the bounded input) and
+    emits again."""
+
+    @action(InputEvent)
+    @staticmethod
+    def plan(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(Nap(n=event.input[1]))
+        ctx.send_event(OutputEvent(output=(ctx.key, -1)))
+
+    @action(Nap)
+    @staticmethod
+    async def nap(event: Nap, ctx: Any) -> None:
+        await ctx.sleep(_A_DAY)
+        COUNTS["slept"] += 1
+        ctx.send_event(OutputEvent(output=(ctx.key, event.n)))
+
+
 class RawScheduled(KeyedProcessFunction):
     """The same written directly: the event in a ``ValueState`` and an event-time timer at
     the end of input (a bounded input's last watermark fires it) per record; the timer

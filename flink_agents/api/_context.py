@@ -67,6 +67,21 @@ class RunnerContext(ABC):
         schedules and cancellations)."""
         raise FlinkAgentsError("this runner has no timers (run on the local or Flink runner)")
 
+    def sleep(self, delay: timedelta) -> Awaitable[None]:
+        """``await ctx.sleep(delay)`` in an ``async def`` action: its run waits ``delay``
+        (Flink's processing time; the local runner's simulated clock) without holding up
+        its key: the key's later inputs run meanwhile. The run, its sensory memory and the
+        time it wakes are kept in Flink state, so it wakes once, after a failure or a
+        restore from a savepoint too. When it wakes, the action runs again from its start
+        (its durable calls answered from the action log, this sleep at once), with the
+        key's short-term memory as it is then (see ``docs/waiting.md``).
+
+        Raises:
+            FlinkAgentsError: a negative delay, a sub-agent's action, an action of a fan-out
+                group, or a runner without timers.
+        """
+        raise FlinkAgentsError("this runner has no timers (run on the local or Flink runner)")
+
     @property
     @abstractmethod
     def sensory_memory(self) -> MemoryObject:

@@ -37,6 +37,7 @@ from flink_agents.memory import (
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
+from flink_agents.runtime._run_state import RunState, Wake
 from flink_agents.runtime._scheduling import SCHEDULING, Schedules
 from flink_agents.runtime.journal import CallFuture, CallRecorder, CallSlot, Lookup
 
@@ -156,6 +157,11 @@ class ActionContext(RunnerContext):
     which hands them to the key's ``Schedules``."""
     _schedules_made = 0
     _scheduled_from_ms: int | None = None
+    run: RunState | None = None
+    """The run this execution is a step of, when its action may sleep (``sleep``): set by
+    the engine for an action of the agent's own run, not a sub-run's or a fan-out
+    member's."""
+    _sleeps = 0
 
     def __init__(
         self,
@@ -293,6 +299,26 @@ class ActionContext(RunnerContext):
             elif type(event) is ScheduleCancelled:
                 pending.pop(event.handle, None)
         return sorted(pending.values(), key=lambda entry: entry.due_ms)
+
+    def sleep(self, delay: timedelta) -> Awaitable[None]:
+        if not isinstance(delay, timedelta):
+            raise TypeError(f"sleep takes a timedelta, got {type(delay).__name__}")
+        if delay < timedelta(0):
+            raise FlinkAgentsError(f"sleep's delay must not be negative, got {delay}")
+        run, schedules = self.run, self._services.schedules
+        if run is None or schedules is None:
+            raise FlinkAgentsError(
+                "only an async def action of the agent's own run can sleep: not an action of "
+                "a sub-agent (ctx.run_agent) nor one of a fan-out group (sleep in an action "
+                "of its own, which the group's action sends an event to)"
+            )
+        index = self._sleeps
+        self._sleeps += 1
+        if index < len(run.wakes):  # an earlier execution of the action slept here
+            return _Sleep(run.wakes[index], schedules)
+        wake_ms = schedules.now_ms() + delay // timedelta(milliseconds=1)
+        run.wakes = (*run.wakes, wake_ms)
+        return _Sleep(wake_ms, schedules)
 
     @property
     def sensory_memory(self) -> MemoryObject:
@@ -644,6 +670,21 @@ class _LoopCall(_Call):
         return self._loop().submit(
             self._function, self._args, self._kwargs, self._slot, self._metrics, self._name()
         )
+
+
+class _Sleep:
+    """``ctx.sleep``'s awaitable: done at once if its time has come, else it hands the
+    engine a ``Wake``, and the driver sets the run aside until then."""
+
+    __slots__ = ("_schedules", "wake_ms")
+
+    def __init__(self, wake_ms: int, schedules: Schedules) -> None:
+        self.wake_ms = wake_ms
+        self._schedules = schedules
+
+    def __await__(self) -> Generator[Future[Any], Any, None]:
+        if self._schedules.now_ms() < self.wake_ms:
+            yield Wake(self.wake_ms)
 
 
 def call_to_result(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

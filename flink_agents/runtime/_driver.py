@@ -37,7 +37,19 @@ from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import Done, Outcome, Parked, RunEngine, RunState, StepResult
 from flink_agents.runtime._parking import ParkedRun, ParkedRuns
 from flink_agents.runtime._records import failed_run
-from flink_agents.runtime._scheduling import Schedules, due_event, due_input, take_due
+from flink_agents.runtime._run_state import Suspension, Wake
+from flink_agents.runtime._scheduling import (
+    Schedules,
+    WaitingRun,
+    due_event,
+    due_input,
+    next_due_ms,
+    resume_waiting,
+    take_due,
+    take_woken,
+    wake_input,
+    woken_sequence,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +70,8 @@ class KeyControl:
     """Inputs queued behind ``run``."""
     scheduled: tuple[EventScheduled, ...] = ()
     """The key's pending scheduled events (``ctx.schedule``), soonest first."""
+    waiting: tuple[WaitingRun, ...] = ()
+    """The key's runs set aside while an action sleeps (``ctx.sleep``), soonest first."""
 
 
 class _KeyCache:
@@ -169,6 +183,10 @@ class KeyDriver:
         self.schedules = Schedules(engine.listens, self._scheduled_at_end, self.metrics)
         """The scheduled events of the key served now (``ctx.schedule``)."""
         engine.serve_schedules(self.schedules)
+        self._sleeping_since: dict[tuple[Any, int], int] = {}
+        """When the actions of the runs set aside in this process (by key and run sequence)
+        began recording their durable calls: the action log keeps those calls while they
+        sleep (``_oldest_call_ms``), so that they are not made again when they wake."""
         self.input_ended = False
         """Whether the input has ended (the first ``on_end_of_input``, or the local runner's
         ``finish``, whose timers go on firing): scheduled events then fire only at
@@ -193,7 +211,7 @@ class KeyDriver:
             self._until_prune -= 1
             if self._until_prune <= 0:
                 self._until_prune = _PRUNE_EVERY
-                pruned = journal.maybe_prune(self.parked.oldest_call_ms)
+                pruned = journal.maybe_prune(self._oldest_call_ms)
                 if pruned:
                     self.metrics.log_pruned(pruned)
         # ``_known`` and ``_control``, inlined for a key seen before (once per record).
@@ -279,30 +297,46 @@ class KeyDriver:
         later."""
         self.parked.timer_fired(key, timers)
         control = self._control(key, state)
-        if control.scheduled and not self.input_ended:
-            due = take_due(control, timers.now_ms())
+        if (control.scheduled or control.waiting) and not self.input_ended:
+            due = self._take_due(control, timers.now_ms())
             if due:
                 return self._fire(key, due, control, state, timers)
         return self._wake(key, state, timers, draining=False)
 
+    @staticmethod
+    def _take_due(control: KeyControl, until_ms: int) -> list[EventScheduled | WaitingRun]:
+        """The key's scheduled events and waiting runs due by ``until_ms`` (taken from
+        ``control``, the runs marked queued), in due order (a waiting run first on a tie:
+        it started before the events its key's runs scheduled)."""
+        woken: list[EventScheduled | WaitingRun] = (
+            take_woken(control, until_ms) if control.waiting else []
+        )
+        due = take_due(control, until_ms) if control.scheduled else []
+        if not woken:
+            return due
+        return sorted([*woken, *due], key=_due_ms) if due else woken
+
     def _fire(
         self,
         key: Any,
-        due: list[EventScheduled],
+        due: list[EventScheduled | WaitingRun],
         control: KeyControl,
         state: KeyState,
         timers: Timers,
         draining: bool = False,
     ) -> Iterator[Any]:
         """Start a run for each of ``due`` (taken from ``control``), in order: the first now
-        if the key has no run in progress, the others queued as inputs are."""
-        self.metrics.scheduled_events_fired(len(due))
+        if the key has no run in progress, the others queued as inputs are (a scheduled
+        event starts a new run; a waiting run resumes)."""
+        events = sum(type(entry) is EventScheduled for entry in due)
+        if events:
+            self.metrics.scheduled_events_fired(events)
         idle = control.run is None
         for entry in due[1:] if idle else due:
-            state.push_pending(due_input(entry))
+            state.push_pending(_queued(entry))
             control.pending += 1
         if idle:
-            yield from self._drive(key, control, state, timers, draining, record=due_input(due[0]))
+            yield from self._drive(key, control, state, timers, draining, record=_queued(due[0]))
             return
         self._set_control(key, state, control)
         if not draining:
@@ -315,24 +349,25 @@ class KeyDriver:
         self.input_ended = True
         yield from self._wake(key, state, timers, draining=True)
         control = self._control(key, state)
-        if control.scheduled:
+        if control.scheduled or control.waiting:
             yield from self._fire_at_end(key, control, state, timers)
 
     def _fire_at_end(
         self, key: Any, control: KeyControl, state: KeyState, timers: Timers
     ) -> Iterator[Any]:
         """The end of input moves the key's clock to the due time of its last scheduled
-        event: every event due by then fires, in order, those its runs schedule within that
-        time too (a run scheduling after a delay counts from its event's due time); any
-        scheduled beyond it stays pending (and is logged). So a bounded input ends with the
-        key's follow-ups run (on every runner alike), and an agent that schedules again from
-        each scheduled run does not run forever."""
-        horizon = control.scheduled[-1].due_ms
+        event or waiting run: every one due by then fires (or resumes), in order, and those
+        its runs schedule or sleep until within that time too (a run scheduling after a
+        delay counts from its event's due time); any due beyond it stays pending (and is
+        logged). So a bounded input ends with the key's follow-ups run (on every runner
+        alike), and an agent that schedules again from each scheduled run, or sleeps in a
+        loop, does not run forever."""
+        last = [control.scheduled[-1]] if control.scheduled else []
+        horizon = max(entry.due_ms for entry in (*control.waiting, *last))
         schedules = self.schedules
         try:
-            while control.scheduled and control.scheduled[0].due_ms <= horizon:
-                due_ms = control.scheduled[0].due_ms
-                due = take_due(control, due_ms)
+            while (due_ms := next_due_ms(control)) is not None and due_ms <= horizon:
+                due = self._take_due(control, due_ms)
                 # A run of the event schedules from its due time, not from the end of input
                 # (nor from the local runner's clock, which may have jumped past it).
                 schedules.clock_ms = due_ms
@@ -341,13 +376,14 @@ class KeyDriver:
                     yield from self._wake(key, state, timers, draining=True)
         finally:
             schedules.clock_ms = None
-        if control.scheduled:
+        if control.scheduled or control.waiting:
             logger.info(
-                "key %r: %d scheduled event(s) are due after the end of the input and did not "
-                "fire (the first at %d ms)",
+                "key %r: %d scheduled event(s) and %d sleeping run(s) are due after the end of "
+                "the input and did not fire (the first at %d ms)",
                 key,
                 len(control.scheduled),
-                control.scheduled[0].due_ms,
+                len(control.waiting),
+                next_due_ms(control),
             )
 
     def on_call_done(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
@@ -431,9 +467,13 @@ class KeyDriver:
                     known.sensory, known.short_term = sensory, short_term
             else:
                 sensory, short_term = known.sensory, known.short_term
-            run = control.run if control.run is not None else self._start(key, control, record)
+            if control.run is not None:
+                run = control.run
+            else:
+                run = self._start(key, control, record, sensory)
         try:
             while True:
+                set_aside = False
                 while run.queue or run.ready:
                     started = time.perf_counter() if logging_events else 0.0
                     outcome, first = first, None
@@ -453,6 +493,10 @@ class KeyDriver:
                         yield from outcome.outputs
                         continue
                     yield from outcome.outputs  # of the actions before it stopped
+                    if kind is Parked and type(outcome.suspension.future) is Wake:
+                        self._set_aside(run, outcome.suspension, sensory, control, timers)
+                        set_aside = True
+                        break
                     if kind is Parked:
                         self.parked.park(run, outcome.suspension, sensory, short_term, timers)
                         self._wake_at_end(run.key, timers)
@@ -496,7 +540,7 @@ class KeyDriver:
                         event_log.run_finished(run.key, run.sequence, "succeeded")
                     engine.finish(run, sensory)
                 control.run = None
-                if self.options.memory_snapshots:
+                if self.options.memory_snapshots and not set_aside:
                     yield Emission(
                         self.snapshots,
                         {
@@ -509,7 +553,7 @@ class KeyDriver:
                     return
                 control.pending -= 1
                 self.parked.queued_input_started()
-                run = self._start(key, control, state.pop_pending())
+                run = self._start(key, control, state.pop_pending(), sensory)
         finally:  # Flink's state is complete whenever this callback returns
             # (nothing to do for a map the callback did not change)
             _flush(control, state, sensory, short_term)
@@ -559,9 +603,10 @@ class KeyDriver:
         control = state.control() or KeyControl()
         if known is not None:
             known.control = control
-        if control.scheduled and timers is not None and not self.input_ended:
+        if (control.scheduled or control.waiting) and timers is not None and not self.input_ended:
             now_ms = timers.now_ms()
-            if control.scheduled[0].due_ms <= now_ms:
+            due_ms = next_due_ms(control)
+            if due_ms is not None and due_ms <= now_ms:
                 timers.wake_at(now_ms)
             self._wake_at_end(key, timers)
         return control
@@ -572,7 +617,17 @@ class KeyDriver:
         if known is not None:
             known.control = control
 
-    def _start(self, key: Any, control: KeyControl, record: Any) -> RunState:
+    def _start(self, key: Any, control: KeyControl, record: Any, sensory: StateMap) -> RunState:
+        """The run to go on with: a new one for an input record or a due scheduled event,
+        or a waiting run that woke (``wake_input``), its sensory memory put back."""
+        woken = woken_sequence(record)
+        if woken is not None:
+            entry = resume_waiting(control, woken)
+            self._sleeping_since.pop((key, woken), None)
+            for flat_key, stored in entry.sensory:
+                sensory.put(flat_key, stored)
+            self.metrics.run_woken()
+            return entry.run
         control.sequence += 1
         due = due_event(record)
         if due is not None:  # a scheduled event, due
@@ -647,6 +702,54 @@ class KeyDriver:
             return True
         return False
 
+    def _set_aside(
+        self,
+        run: RunState,
+        suspension: Suspension,
+        sensory: CachedState,
+        control: KeyControl,
+        timers: Timers,
+    ) -> None:
+        """Set ``run`` aside until its action's sleep ends: its action stops (it runs again
+        from its start when the run wakes, its sleeps then ending at once: ``RunState.wakes``)
+        and the run, with its sensory memory, moves to the key's waiting runs, so the key
+        is free for its next input."""
+        suspension.coroutine.close()
+        wake_ms = suspension.future.wake_ms
+        if suspension.oldest_call_ms is not None:
+            self._sleeping_since[run.key, run.sequence] = suspension.oldest_call_ms
+        entries: tuple[tuple[str, Any], ...] = ()
+        if run.sensory_written:  # (a suffix is "" for the root, ".a.b" below it)
+            subtree = FlatMemory(sensory).iter_subtree("")
+            entries = tuple((suffix[1:], stored) for suffix, stored in subtree)
+            sensory.clear()
+        run.parked = True
+        if self.event_log.enabled:
+            self.event_log.action_finished(
+                run.key,
+                run.sequence,
+                run.steps + 1,
+                suspension.action,
+                "sleeping",
+                until_ms=wake_ms,
+            )
+        entry = WaitingRun(wake_ms, run, entries)
+        control.waiting = tuple(sorted((*control.waiting, entry), key=_due_ms))
+        timers.wake_at(wake_ms)
+        self._scheduled_at_end(run.key, timers)
+        self.metrics.run_set_aside()
+
+    def _oldest_call_ms(self) -> int | None:
+        """When the oldest action whose recorded calls must outlive pruning began: a parked
+        one's, or a sleeping one's (of a run set aside in this process: after a restore,
+        the calls of a run that sleeps longer than the log's retention may be pruned, and
+        made again when it wakes; ``docs/waiting.md``)."""
+        oldest = self.parked.oldest_call_ms()
+        if self._sleeping_since:
+            sleeping = min(self._sleeping_since.values())
+            oldest = sleeping if oldest is None else min(oldest, sleeping)
+        return oldest
+
     def _scheduled_at_end(self, key: Any, timers: Timers) -> None:
         """A key scheduled an event: have ``on_end_of_input`` called for it, unless the input
         has ended (then its ``on_end_of_input`` is under way: ``_fire_at_end``)."""
@@ -661,3 +764,12 @@ class KeyDriver:
             timers.wake_at_end()
             if known is not None:
                 known.end_timer = True
+
+
+def _due_ms(entry: EventScheduled | WaitingRun) -> int:
+    return entry.due_ms
+
+
+def _queued(entry: EventScheduled | WaitingRun) -> tuple[str, int, dict[str, Any]]:
+    """A due scheduled event or waiting run as it waits in the key's queue of inputs."""
+    return due_input(entry) if type(entry) is EventScheduled else wake_input(entry)

@@ -54,6 +54,7 @@ from flink_agents.runtime._run_state import (
     StepResult,
     SubRunState,
     Suspension,
+    Wake,
     landed,
     until_call,
 )
@@ -368,7 +369,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         what the journal answered for it)."""
         name = action.name
         config = self._configs[name]
-        if type(run) is not RunState:
+        own = type(run) is RunState
+        if not own:
             step, name = self._identity_of(run, step, name)
         context = ActionContext(
             run.key,
@@ -377,8 +379,11 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             config,
             self._services,
             Origin(run.sequence, step, name),
-            run.attempts > 0,
+            # An earlier execution may have recorded calls: one that failed, or slept.
+            run.attempts > 0 or bool(run.wakes),
         )
+        if own:  # (a sub-run's action cannot sleep)
+            context.run = run
         if lookup is not None:
             context.lookup = lookup
         return context
@@ -397,9 +402,12 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         """``step``, waiting on this thread for any durable work (the local runner's way)."""
         return self.complete_blocking(run, self.step(run, sensory, short_term))
 
-    def complete_blocking(self, run: RunState, outcome: StepOutcome) -> StepResult:
-        """Wait on this thread for a suspended action's durable work until it completes."""
+    def complete_blocking(self, run: RunState, outcome: StepOutcome) -> StepOutcome:
+        """Wait on this thread for a suspended action's durable work until it completes, or
+        until it sleeps (``ctx.sleep``: returned, for the driver to set the run aside)."""
         while not isinstance(outcome, StepResult):
+            if type(outcome.future) is Wake:
+                return outcome
             wait([outcome.future])
             outcome = self.resume(run, outcome)
         return outcome
@@ -545,6 +553,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         run.queue.popleft()
         run.steps += 1
         run.attempts = 0
+        if run.wakes:
+            run.wakes = ()
         outputs = []
         for event in events:
             if type(event) in SCHEDULING:  # for the key's schedules, not for actions

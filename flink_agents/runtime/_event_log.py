@@ -275,8 +275,10 @@ class EventLog:
         duration_ms: float | None = None,
         error: BaseException | str | None = None,
         durable_calls: int | None = None,
+        until_ms: int | None = None,
     ) -> None:
-        """``outcome``: ``succeeded``, ``failed``, ``replayed`` or ``parked``."""
+        """``outcome``: ``succeeded``, ``failed``, ``replayed``, ``parked`` or ``sleeping``
+        (``until_ms``: when the sleep ends)."""
         if self.enabled:
             self._write(
                 "action_finished",
@@ -288,6 +290,7 @@ class EventLog:
                 duration_ms=duration_ms,
                 error=error,
                 durable_calls=durable_calls,
+                until_ms=until_ms,
             )
 
     def metrics(self, values: Mapping[str, Any]) -> None:

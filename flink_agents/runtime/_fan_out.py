@@ -132,6 +132,7 @@ class FanOutGroups:
             context = member.context = self._context(
                 run, member.action, step, sensory, short_term, lookup
             )
+            context.run = None  # (a member of a group cannot sleep: ``ActionContext.sleep``)
             try:
                 result = member.action.function(pending.event, context)
             except Exception as error:

@@ -38,7 +38,7 @@ from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import BadRecord, rejected, take_key
-from flink_agents.runtime._scheduling import due_event
+from flink_agents.runtime._scheduling import is_queued_due
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.journal import ActionJournal
 
@@ -102,7 +102,7 @@ class LocalKeyState:
         self.stored_control = _copied(control)
 
     def push_pending(self, record: Any) -> None:
-        if self.admit is not None and due_event(record) is not None:
+        if self.admit is not None and is_queued_due(record):
             self.origins.append(self.admit())  # (an input's was given when it was fed)
         self.pending.append(record)
 
@@ -119,7 +119,9 @@ def _copied(control: KeyControl | None) -> KeyControl | None:
     ``__reduce_ex__``: see ``bench/RESULTS.md``)."""
     if control is None:
         return None
-    return KeyControl(control.sequence, control.run, control.pending, control.scheduled)
+    return KeyControl(
+        control.sequence, control.run, control.pending, control.scheduled, control.waiting
+    )
 
 
 @dataclass
@@ -341,10 +343,11 @@ class LocalRunner:
             expected = (control.run is not None) + control.pending if control else 0
             while len(state.origins) < expected:  # a state made by hand
                 state.origins.append(self._order.admit())
-            # Flink restores timers with state (in thread mode): the scheduled events' too.
-            if control is not None and control.scheduled:
+            # Flink restores timers with state (in thread mode): the scheduled events' and
+            # the sleeping runs' too.
+            if control is not None and (control.scheduled or control.waiting):
                 timers = _LocalTimers(self, key)
-                for entry in control.scheduled:
+                for entry in (*control.scheduled, *control.waiting):
                     timers.wake_at(entry.due_ms)
                 timers.wake_at_end()
 

@@ -314,6 +314,8 @@ class AgentMetrics:
         self._scheduled = group.fast_counter("numOfEventsScheduled")
         self._unscheduled = group.fast_counter("numOfScheduledEventsCancelled")
         self._fired = group.fast_counter("numOfScheduledEventsFired")
+        self._set_aside = group.fast_counter("numOfSleeps")
+        self._woken = group.fast_counter("numOfRunsWoken")
         self._per_action: dict[str, FastCounter] = {}
         self._per_function: dict[str, tuple[SharedCounter, SharedCounter, WindowHistogram]] = {}
         self._per_model: dict[str, tuple[SharedCounter, ...]] = {}
@@ -351,6 +353,14 @@ class AgentMetrics:
     def scheduled_events_fired(self, n: int) -> None:
         """Scheduled events came due: each starts a run (now, or queued behind the key's)."""
         self._fired.count += n
+
+    def run_set_aside(self) -> None:
+        """A run was set aside while its action sleeps (``ctx.sleep``)."""
+        self._set_aside.count += 1
+
+    def run_woken(self) -> None:
+        """A run set aside by a sleep resumed."""
+        self._woken.count += 1
 
     def event_processed(self, n: int = 1) -> None:
         self._events.count += n

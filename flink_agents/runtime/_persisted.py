@@ -17,9 +17,18 @@ its module path, and every record carries its format and version (``docs/upgradi
     ``scheduled``, each pending event by field name (``handle``, ``due_ms``, ``event``),
     soonest first. A key without any is still written as version 2 (or an ``int``), which
     release 0.2.0 reads too.
+``("flink-agents/control", 4, {...})``
+    A key with runs set aside while an action sleeps (``ctx.sleep``) besides: version 3's
+    fields and ``waiting``, each such run by field name (``wake_ms``, ``queued``, ``run``
+    as ``encode_run`` gives it, and ``sensory``, its sensory memory as ``(key, stored)``
+    pairs, an object's field names as ``("flink-agents/object", names)``), soonest first.
 
 A due scheduled event waiting behind a key's run in progress sits in the key's queue of
-inputs as ``("flink-agents/due", 1, {handle, due_ms, event})`` (``runtime/_scheduling.py``).
+inputs as ``("flink-agents/due", 1, {handle, due_ms, event})``, a due waiting run as
+``("flink-agents/wake", 1, {sequence})`` (``runtime/_scheduling.py``).
+
+A run's fields (``encode_run``) are version 1, or version 2 when its head action has slept
+(``wakes``: the times its sleeps end).
 
 Releases up to 0.1.0 stored a busy key as the tuple ``(sequence, RunState, pending)``, the run
 pickled by position through ``flink_agents.runtime._engine._unpickle_run``, and earlier ones
@@ -36,16 +45,20 @@ from typing import Any
 from uuid import UUID
 
 from flink_agents.api import FlinkAgentsError, InputEvent
-from flink_agents.memory import MemoryDelta
+from flink_agents.memory import MemoryDelta, ObjectMarker
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._run_state import MemberResult, PendingAction, RunState
-from flink_agents.runtime._scheduling import scheduled_entry, scheduled_fields
+from flink_agents.runtime._scheduling import WaitingRun, scheduled_entry, scheduled_fields
 from flink_agents.runtime._unvalidated import input_event
 
 CONTROL_TAG = "flink-agents/control"
-CONTROL_VERSION = 3
+CONTROL_VERSION = 4
 """Version 1: release 0.1.0's ``(sequence, RunState, pending)`` tuple (read, never written);
-2: without scheduled events (written for a key that has none)."""
+2: without scheduled events (written for a key that has none); 3: without waiting runs
+(written for a key that has none)."""
+OBJECT_TAG = "flink-agents/object"
+"""An object of a waiting run's sensory memory (its field names), as ``encode_control``
+keeps it."""
 
 
 class StateFormatError(FlinkAgentsError):
@@ -55,14 +68,43 @@ class StateFormatError(FlinkAgentsError):
 
 def encode_control(control: KeyControl) -> Any:
     """``control`` as the key's control state holds it."""
-    if control.run is None and not control.pending and not control.scheduled:
+    idle = control.run is None and not control.pending
+    if idle and not control.scheduled and not control.waiting:
         return control.sequence
     run = None if control.run is None else encode_run(control.run)
     fields = {"sequence": control.sequence, "run": run, "pending": control.pending}
-    if not control.scheduled:
+    if not control.scheduled and not control.waiting:
         return (CONTROL_TAG, 2, fields)
     fields["scheduled"] = tuple(scheduled_fields(entry) for entry in control.scheduled)
+    if not control.waiting:
+        return (CONTROL_TAG, 3, fields)
+    fields["waiting"] = tuple(_waiting_fields(entry) for entry in control.waiting)
     return (CONTROL_TAG, CONTROL_VERSION, fields)
+
+
+def _waiting_fields(entry: WaitingRun) -> dict[str, Any]:
+    sensory = tuple(
+        (key, (OBJECT_TAG, stored.fields) if type(stored) is ObjectMarker else stored)
+        for key, stored in entry.sensory
+    )
+    return {
+        "wake_ms": entry.wake_ms,
+        "queued": entry.queued,
+        "run": encode_run(entry.run),
+        "sensory": sensory,
+    }
+
+
+def _waiting_run(fields: dict[str, Any]) -> WaitingRun:
+    sensory = tuple(
+        (key, ObjectMarker(stored[1]) if _is_object(stored) else stored)
+        for key, stored in fields["sensory"]
+    )
+    return WaitingRun(fields["wake_ms"], decode_run(fields["run"]), sensory, fields["queued"])
+
+
+def _is_object(stored: Any) -> bool:
+    return type(stored) is tuple and len(stored) == 2 and stored[0] == OBJECT_TAG
 
 
 def decode_control(stored: Any) -> KeyControl | None:
@@ -81,11 +123,13 @@ def decode_control(stored: Any) -> KeyControl | None:
             fields = stored[2]
             run = fields["run"]
             scheduled = fields.get("scheduled")  # (version 3)
+            waiting = fields.get("waiting")  # (version 4)
             return KeyControl(
                 fields["sequence"],
                 None if run is None else decode_run(run),
                 fields["pending"],
                 () if scheduled is None else tuple(scheduled_entry(f) for f in scheduled),
+                () if waiting is None else tuple(_waiting_run(f) for f in waiting),
             )
         if len(stored) == 3 and type(stored[0]) is int:  # version 1 (0.1.0 and before)
             return KeyControl(*stored)
@@ -118,8 +162,8 @@ def encode_run(run: RunState) -> dict[str, Any]:
             }
             for position, (sensory, short_term, events, replayed) in run.settled.items()
         }
-    return {
-        "version": RUN_VERSION,
+    fields = {
+        "version": 1,
         "key": run.key,
         "sequence": run.sequence,
         "input": run.input,
@@ -131,10 +175,15 @@ def encode_run(run: RunState) -> dict[str, Any]:
         "parked": run.parked,
         "settled": settled,
     }
+    if run.wakes:
+        fields["version"] = RUN_VERSION
+        fields["wakes"] = run.wakes
+    return fields
 
 
-RUN_VERSION = 1
-"""The version of ``encode_run``'s fields."""
+RUN_VERSION = 2
+"""The version of ``encode_run``'s fields: 1 for a run whose head action has not slept
+(written as such, which release 0.2.0 reads), 2 adds ``wakes``."""
 
 
 def decode_run(fields: dict[str, Any]) -> RunState:
@@ -156,6 +205,7 @@ def decode_run(fields: dict[str, Any]) -> RunState:
         retry_at_ms=fields["retry_at_ms"],
         sensory_written=fields["sensory_written"],
         parked=fields["parked"],
+        wakes=tuple(fields.get("wakes", ())),
         settled=None
         if settled is None
         else {

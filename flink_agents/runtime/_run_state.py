@@ -59,6 +59,11 @@ class RunState:
     ready: list[StepResult] = field(default_factory=list)
     """Results of a fan-out group's later members, already applied, that ``step``
     returns one at a time (empty whenever the run is parked or checkpointed)."""
+    wakes: tuple[int, ...] = ()
+    """When each ``ctx.sleep`` of the action at the head of the queue ends (ms, in call
+    order): an execution of the action that runs again sleeps until the same times, so a
+    run set aside by a sleep returns from it at once when it wakes. Cleared when the action
+    completes."""
 
     @property
     def finished(self) -> bool:
@@ -164,6 +169,15 @@ class Suspension:
         """When the action's recorder started (its recorded calls must outlive pruning)."""
         recorder = self.context.recorder
         return None if recorder is None else recorder.started_ms
+
+
+class Wake(Future):
+    """What ``ctx.sleep`` awaits: never done by a call. The driver sets the run aside until
+    ``wake_ms`` (``KeyDriver._set_aside``) rather than parking it."""
+
+    def __init__(self, wake_ms: int) -> None:
+        super().__init__()
+        self.wake_ms = wake_ms
 
 
 async def landed() -> None:

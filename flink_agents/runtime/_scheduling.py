@@ -9,12 +9,18 @@ replays them from the action log) and hands them to the ``Schedules`` of the key
 is serving, which changes the control value and registers the timer. When the timer fires,
 the driver starts a run with the due event (``KeyDriver.on_timer``), or queues it, as
 ``due_input``, behind the key's run in progress.
+
+A run whose action sleeps (``ctx.sleep``) is set aside (``KeyDriver._set_aside``) as a
+``WaitingRun`` in the key's control value (``KeyControl.waiting``, soonest first), with its
+sensory memory: the key's later inputs run meanwhile. When its time comes, it resumes as a
+due event starts a run, at once or queued (as ``wake_input``) behind the run in progress.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api import Event, EventScheduled, ScheduleCancelled
@@ -22,6 +28,7 @@ from flink_agents.api import Event, EventScheduled, ScheduleCancelled
 if TYPE_CHECKING:
     from flink_agents.runtime._driver import KeyControl, Timers
     from flink_agents.runtime._metrics import AgentMetrics
+    from flink_agents.runtime._run_state import RunState
 
 SCHEDULING = (EventScheduled, ScheduleCancelled)
 """The events an action's ``schedule`` and ``cancel_scheduled`` send: never routed to
@@ -29,6 +36,73 @@ actions."""
 
 DUE_TAG = "flink-agents/due"
 DUE_VERSION = 1
+WAKE_TAG = "flink-agents/wake"
+WAKE_VERSION = 1
+
+
+@dataclass
+class WaitingRun:
+    """A run set aside while its action sleeps (``ctx.sleep``), until ``wake_ms``."""
+
+    wake_ms: int
+    run: RunState
+    sensory: tuple[tuple[str, Any], ...]
+    """The run's sensory memory, as the key's sensory map held it: ``(key, stored)`` pairs,
+    an object's ``ObjectMarker`` among them (``KeyDriver._set_aside``)."""
+    queued: bool = False
+    """Whether it is due and waits in the key's queue of inputs (``wake_input``)."""
+
+    @property
+    def due_ms(self) -> int:
+        """When it resumes (the name a due event's time has)."""
+        return self.wake_ms
+
+
+def wake_input(entry: WaitingRun) -> tuple[str, int, dict[str, Any]]:
+    """A due waiting run's place in the key's queue of inputs (the run stays in the control
+    value: this names it by its run sequence)."""
+    return (WAKE_TAG, WAKE_VERSION, {"sequence": entry.run.sequence})
+
+
+def is_queued_due(record: Any) -> bool:
+    """Whether a queued input is a due event (``due_input``) or a due waiting run
+    (``wake_input``), not an input record."""
+    return type(record) is tuple and len(record) == 3 and record[0] in (DUE_TAG, WAKE_TAG)
+
+
+def woken_sequence(record: Any) -> int | None:
+    """The run sequence of the waiting run a queued ``wake_input`` names; None for anything
+    else."""
+    if type(record) is not tuple or len(record) != 3 or record[0] != WAKE_TAG:
+        return None
+    _check_version(record[1], WAKE_VERSION, "queued waking run")
+    return record[2]["sequence"]
+
+
+def take_woken(control: KeyControl, until_ms: int) -> list[WaitingRun]:
+    """The key's waiting runs due by ``until_ms`` that are not yet queued, now marked
+    queued (the caller starts or queues them), soonest first."""
+    woken = [entry for entry in control.waiting if not entry.queued and entry.wake_ms <= until_ms]
+    for entry in woken:
+        entry.queued = True
+    return woken
+
+
+def resume_waiting(control: KeyControl, sequence: int) -> WaitingRun:
+    """Remove and return the key's waiting run of run sequence ``sequence``."""
+    for index, entry in enumerate(control.waiting):
+        if entry.run.sequence == sequence:
+            control.waiting = control.waiting[:index] + control.waiting[index + 1 :]
+            return entry
+    raise LookupError(f"no waiting run of sequence {sequence}")
+
+
+def next_due_ms(control: KeyControl) -> int | None:
+    """When the key's next scheduled event or waiting run not yet queued is due."""
+    times = [entry.wake_ms for entry in control.waiting if not entry.queued]
+    if control.scheduled:
+        times.append(control.scheduled[0].due_ms)
+    return min(times, default=None)
 
 
 def due_input(entry: EventScheduled) -> tuple[str, int, dict[str, Any]]:
@@ -41,15 +115,19 @@ def due_event(record: Any) -> EventScheduled | None:
     """The due event a queued input is (``due_input``), or None for an input record."""
     if type(record) is not tuple or len(record) != 3 or record[0] != DUE_TAG:
         return None
-    if type(record[1]) is not int or record[1] > DUE_VERSION:
+    _check_version(record[1], DUE_VERSION, "queued due event")
+    return scheduled_entry(record[2])
+
+
+def _check_version(found: Any, known: int, what: str) -> None:
+    if type(found) is not int or found > known:
         from flink_agents.runtime._persisted import StateFormatError  # (it imports the driver)
 
         raise StateFormatError(
-            f"a queued due event in Flink state has format version {record[1]!r}; this "
-            f"release of flink_agents reads up to {DUE_VERSION}: restore it with the release "
-            "that wrote it or a later one"
+            f"a {what} in Flink state has format version {found!r}; this release of "
+            f"flink_agents reads up to {known}: restore it with the release that wrote it "
+            "or a later one"
         )
-    return scheduled_entry(record[2])
 
 
 def scheduled_entry(fields: dict[str, Any]) -> EventScheduled:

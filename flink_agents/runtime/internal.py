@@ -3,7 +3,8 @@
 The command line reads and writes records the way every runner does (``_records``: JSON lines,
 keys, error records) and takes keys the same way (``_keys``); the benchmarks make a run's input
 event as the runtime does (``input_event``) and measure what a key keeps in Flink state
-(``KeyControl``, ``encode_control``). Other packages import these from
+(``KeyControl``, ``encode_control``, and a sleeping run's ``RunState``, ``PendingAction`` and
+``WaitingRun``). Other packages import these from
 here, never from a private module of ``flink_agents.runtime`` (``tests/test_imports.py``).
 Nothing here is promised to users: names come and go with the packages that use them.
 """
@@ -18,11 +19,16 @@ from flink_agents.runtime._records import (
     take_key,
     to_json_line,
 )
+from flink_agents.runtime._run_state import PendingAction, RunState
+from flink_agents.runtime._scheduling import WaitingRun
 from flink_agents.runtime._unvalidated import input_event
 
 __all__ = [
     "BadRecord",
     "KeyControl",
+    "PendingAction",
+    "RunState",
+    "WaitingRun",
     "encode_control",
     "input_event",
     "key_function",

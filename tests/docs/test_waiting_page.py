@@ -7,5 +7,5 @@ from tests.docs.pages import run_first_example
 
 def test_the_example_prints_the_lines_the_page_shows(tmp_path):
     printed, shown = run_first_example("waiting.md", tmp_path, "follow_ups.py")
-    assert len(shown) == 6
+    assert len(shown) == 7
     assert printed == shown

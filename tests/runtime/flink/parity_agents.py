@@ -507,16 +507,32 @@ def _pending(ctx) -> list[str]:
     return [f"{type(e.event).__name__}:{e.event.n}" for e in ctx.scheduled()]
 
 
+class Nap(Event):
+    """Sent by ``SchedulingAgent`` for a record that naps: its action sleeps ``days``
+    (twice, the second time a day more, when ``twice``)."""
+
+    n: int
+    days: int
+    twice: bool = False
+
+
 class SchedulingAgent(Agent):
     """Schedules events days ahead (so they fire at the end of the bounded input on every
     runner), cancels some, lists the pending ones, schedules again from a scheduled run (a
-    chain, one without end), and runs an ``async def`` action for a due event."""
+    chain, one without end), and runs an ``async def`` action for a due event. A record
+    with ``nap`` sleeps instead (``ctx.sleep``), after a durable call, while the key's
+    later records run: its run's sensory memory must come back with it."""
 
     @action(InputEvent)
     @staticmethod
     def plan(event: InputEvent, ctx) -> None:
         record = event.input
         memory = ctx.short_term_memory
+        if record.get("nap"):
+            ctx.sensory_memory.set("napper", {"n": record["n"]})
+            twice = record.get("twice", False)
+            ctx.send_event(Nap(n=record["n"], days=record["days"], twice=twice))
+            return
         cancelled = None
         if record.get("cancel_last"):
             cancelled = ctx.cancel_scheduled(memory.get("last") or "none")
@@ -557,6 +573,29 @@ class SchedulingAgent(Agent):
                     "round": event.round,
                     "reminded": reminded,
                     "pending": _pending(ctx),
+                    "sensory": to_dict(ctx.sensory_memory),
+                }
+            )
+        )
+
+    @action(Nap)
+    @staticmethod
+    async def nap(event: Nap, ctx) -> None:
+        echoed = await ctx.durable_execute_async(slow_echo, event.n, 10)
+        # Minutes apart, as ``plan``'s schedules are.
+        await ctx.sleep(timedelta(days=event.days, minutes=event.n))
+        if event.twice:
+            await ctx.sleep(timedelta(days=1))
+        memory = ctx.short_term_memory
+        naps = [*(memory.get("naps") or []), event.n]
+        memory.set("naps", naps)
+        ctx.send_event(
+            OutputEvent(
+                output={
+                    "key": ctx.key,
+                    "napped": echoed,
+                    "naps": naps,
+                    "reminded": memory.get("reminded"),
                     "sensory": to_dict(ctx.sensory_memory),
                 }
             )

@@ -122,7 +122,8 @@ def error_output_records() -> list[dict]:
 
 def scheduling_records() -> list[dict]:
     """Per key: reminders days ahead (one a chain of two more, one a chain without end),
-    a cancelled one, and a due event whose action parks on a durable call."""
+    a cancelled one, a due event whose action parks on a durable call, and runs that sleep
+    days (one twice) while the key's later records run."""
     records = []
     for n in range(24):
         key = f"k{n % 4}"
@@ -135,6 +136,9 @@ def scheduling_records() -> list[dict]:
             record["cancel_last"] = True
         if n % 7 == 4:
             record["chase"] = (n % 3) * 30
+        if n % 9 in (0, 5):
+            record["nap"] = True
+            record["twice"] = n % 9 == 5
         records.append(record)
     return records
 

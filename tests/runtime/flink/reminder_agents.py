@@ -14,6 +14,11 @@ class Remind(Event):
     n: int
 
 
+class Nap(Event):
+    n: int
+    delay_s: float
+
+
 class Reminds(Agent):
     @action(InputEvent)
     @staticmethod
@@ -26,6 +31,8 @@ class Reminds(Agent):
                 raise RuntimeError("an injected failure")
         if record["kind"] == "plan":
             ctx.schedule(Remind(n=record["id"]), delay=timedelta(seconds=record["delay_s"]))
+        elif record["kind"] == "nap":
+            ctx.send_event(Nap(n=record["id"], delay_s=record["delay_s"]))
         pending = [entry.event.n for entry in ctx.scheduled()]
         ctx.send_event(OutputEvent(output={"id": record["id"], "pending": pending}))
 
@@ -35,3 +42,11 @@ class Reminds(Agent):
         count = (ctx.short_term_memory.get("reminded") or 0) + 1
         ctx.short_term_memory.set("reminded", count)
         ctx.send_event(OutputEvent(output={"id": f"reminded-{event.n}", "count": count}))
+
+    @action(Nap)
+    @staticmethod
+    async def nap(event: Nap, ctx) -> None:
+        await ctx.sleep(timedelta(seconds=event.delay_s))
+        count = (ctx.short_term_memory.get("woken") or 0) + 1
+        ctx.short_term_memory.set("woken", count)
+        ctx.send_event(OutputEvent(output={"id": f"woke-{event.n}", "count": count}))

@@ -49,6 +49,11 @@ def build_job(spec: dict[str, Any], savepoint: str | None, restarts: int = 0) ->
     return env
 
 
+def later(record: dict[str, Any]) -> str:
+    """The id of the output a plan's reminder (or a nap's waking) commits."""
+    return f"{'woke' if record['kind'] == 'nap' else 'reminded'}-{record['id']}"
+
+
 def committed(spec: dict[str, Any]) -> set[Any]:
     return {output["id"] for output in read_json_files(Path(spec["output_dir"]))}
 
@@ -87,7 +92,7 @@ def main(argv: list[str]) -> None:
         time.sleep(max(0.0, due + 0.5 - time.time()))
         drop(spec, "touches.jsonl", spec["touches"])
     everything = [*plans, *late, spec["crash"], *spec["touches"]]
-    wanted = {f"reminded-{r['id']}" for r in plans + late} | {r["id"] for r in everything}
+    wanted = {later(r) for r in plans + late} | {r["id"] for r in everything}
     wait_for_answers(ended, Path(spec["output_dir"]), wanted)
     client.cancel().result()
     print("RESULT " + json.dumps(result), flush=True)

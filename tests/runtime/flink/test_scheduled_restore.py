@@ -1,11 +1,13 @@
-"""Scheduled events survive a stop with a savepoint and a failure, and fire once.
+"""Scheduled events and sleeping runs survive a stop with a savepoint and a failure, and
+fire (or wake) once.
 
 A child process (``scheduled_restore_job.py``) schedules a reminder per key, stops the job
 with a savepoint before any is due, restores it, fails it once after a checkpoint while the
 reminders are still pending, and waits for them. Every output is committed exactly once, so
-each reminder must appear once, with the key's memory of one reminder. In thread mode the
-restored timers fire them; in process mode (which restores no Python timer) each key's next
-record does, once they are due (``docs/waiting.md``).
+each reminder must appear once, with the key's memory of one reminder. A run per key sleeps
+(``ctx.sleep``) across the same savepoint, another across the failure: each wakes once. In
+thread mode the restored timers fire them; in process mode (which restores no Python timer)
+each key's next record does, once they are due (``docs/waiting.md``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def test_reminders_pending_across_a_savepoint_and_a_failure_fire_once(
     late = [
         {"id": 10 + i, "key": f"k{i}", "kind": "plan", "delay_s": LATE_DELAY_S} for i in range(3)
     ]
+    naps = [{"key": f"k{i}", "kind": "nap"} for i in range(3)]
+    plans += [{**nap, "id": 20 + i, "delay_s": DELAY_S} for i, nap in enumerate(naps)]
+    late += [{**nap, "id": 30 + i, "delay_s": LATE_DELAY_S} for i, nap in enumerate(naps)]
     touches = [{"id": f"touch-{k}", "key": k, "kind": "touch"} for k in ("k0", "k1", "k2")]
     spec = {
         "mode": mode,
@@ -64,15 +69,23 @@ def test_reminders_pending_across_a_savepoint_and_a_failure_fire_once(
 
     outputs = read_json_files(tmp_path / "out")
     counted = Counter(o["id"] for o in outputs)
-    reminders = {f"reminded-{p['id']}" for p in plans + late}
+    reminders = {f"reminded-{p['id']}" for p in plans + late if p["kind"] == "plan"}
+    wakings = {f"woke-{p['id']}" for p in plans + late if p["kind"] == "nap"}
     assert {i: n for i, n in counted.items() if n != 1} == {}  # exactly once
-    assert reminders <= set(counted)
+    assert reminders | wakings <= set(counted)
     # The first plans' outputs listed the reminders of their key pending by then.
     for output in outputs:
         if isinstance(output["id"], int) and output["id"] < 10:
             key = plans[output["id"]]["key"]
-            mine = [p["id"] for p in plans if p["key"] == key and p["id"] <= output["id"]]
+            mine = [
+                p["id"]
+                for p in plans
+                if p["key"] == key and p["id"] <= output["id"] and p["kind"] == "plan"
+            ]
             assert sorted(output["pending"]) == mine
     # Each key was reminded once per plan, counted in its memory.
     counts = sorted(o["count"] for o in outputs if str(o["id"]).startswith("reminded-"))
     assert counts == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    # Each key woke twice, counted in its memory.
+    counts = sorted(o["count"] for o in outputs if str(o["id"]).startswith("woke-"))
+    assert counts == [1, 1, 1, 2, 2, 2]

@@ -32,6 +32,39 @@ def stored_values() -> dict[str, Any]:
     return stored
 
 
+def sleeping_control() -> KeyControl:
+    """A key with a run set aside by a sleep (``ctx.sleep``, added in 0.3.0) and one
+    scheduled event: the value behind ``control-0.3.0-sleeping``."""
+    from flink_agents.api import EventScheduled, InputEvent
+    from flink_agents.runtime._engine import PendingAction, RunState
+    from flink_agents.runtime._scheduling import WaitingRun
+    from tests.runtime.golden.values import (
+        INPUT_ID,
+        KEY,
+        NOTE,
+        RUN_INPUT,
+        SCHEDULED,
+        SLEEPING_SENSORY,
+        SLEEPING_SEQUENCE,
+        SLEEPING_WAKE_MS,
+        SLEEPING_WAKES,
+    )
+
+    run = RunState(key=KEY, sequence=SLEEPING_SEQUENCE, input=RUN_INPUT, steps=1, parked=True)
+    run.queue.append(PendingAction("nap", NOTE))
+    run.queue.append(PendingAction("log", InputEvent(id=INPUT_ID, input=RUN_INPUT)))
+    run.sensory_written = True
+    run.wakes = SLEEPING_WAKES
+    sensory = tuple(
+        (key, ObjectMarker(stored) if type(stored) is tuple else stored)
+        for key, stored in SLEEPING_SENSORY
+    )
+    handle, due_ms, event = SCHEDULED[0]
+    scheduled = (EventScheduled(handle=handle, due_ms=due_ms, event=event),)
+    waiting = (WaitingRun(SLEEPING_WAKE_MS, run, sensory),)
+    return KeyControl(SLEEPING_SEQUENCE + 2, None, 0, scheduled, waiting)
+
+
 def main(out: Path, release: str) -> None:
     for name, value in stored_values().items():
         target = out / f"{name.replace('-0.1.0-', f'-{release}-')}.pickle"

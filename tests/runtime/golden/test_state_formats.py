@@ -3,8 +3,10 @@
 ``*-0.1.0-*.pickle`` are what release 0.1.0 (main d2e56d1) wrote, taken with its code
 (``make_legacy``); ``*-0.2.0-*`` what 0.2.0 writes (``make_current``), and still writes for a
 key without scheduled events; ``*-0.3.0-*`` what a key with scheduled events holds (control
-value version 3, a due event in the queue of inputs). Never regenerated: the current code
-must read every one, and must still write the current release's.
+value version 3, a due event in the queue of inputs), and one with a run set aside by a
+sleep (version 4, its run's fields version 2, a woken run in the queue of inputs). Never
+regenerated: the current code must read every one, and must still write the current
+release's.
 """
 
 from __future__ import annotations
@@ -25,10 +27,23 @@ from flink_agents.runtime._persisted import (
     decode_control,
     encode_control,
 )
-from flink_agents.runtime._scheduling import due_event, due_input
-from tests.runtime.golden.make_current import stored_values
+from flink_agents.runtime._scheduling import (
+    due_event,
+    due_input,
+    is_queued_due,
+    wake_input,
+    woken_sequence,
+)
+from tests.runtime.golden.make_current import sleeping_control, stored_values
 from tests.runtime.golden.make_legacy import values
-from tests.runtime.golden.values import DUE, INPUT_ID, SCHEDULED
+from tests.runtime.golden.values import (
+    DUE,
+    INPUT_ID,
+    SCHEDULED,
+    SLEEPING_SENSORY,
+    SLEEPING_SEQUENCE,
+    SLEEPING_WAKES,
+)
 
 HERE = Path(__file__).parent
 CURRENT = "0.2.0"
@@ -101,6 +116,36 @@ def test_a_queued_due_event_reads_back() -> None:
         due_event((stored[0], 2, stored[2]))
 
 
+def test_a_sleeping_run_reads_back_and_is_written_as_version_4() -> None:
+    stored = load("control-0.3.0-sleeping")
+    control = decode_control(stored)
+    want = sleeping_control()  # (a scheduled event's own id is made again: compared below)
+    assert (control.sequence, control.run, control.waiting) == (want.sequence, None, want.waiting)
+    (entry,) = control.waiting
+    run = entry.run
+    assert (run.sequence, run.wakes, entry.queued) == (SLEEPING_SEQUENCE, SLEEPING_WAKES, False)
+    assert [p.action for p in run.queue] == ["nap", "log"]
+    assert run.queue[1].event.input is run.input  # the run's own input, held once
+    sensory = [(k, v.fields if type(v) is ObjectMarker else v) for k, v in entry.sensory]
+    assert sensory == list(SLEEPING_SENSORY)
+    assert [e.handle for e in control.scheduled] == [SCHEDULED[0][0]]
+    assert encode_control(control) == stored
+    # A run that has not slept keeps version 1 of a run's fields (0.2.0 reads them).
+    entry.run.wakes = ()
+    assert encode_control(control)[2]["waiting"][0]["run"]["version"] == 1
+
+
+def test_a_queued_woken_run_reads_back() -> None:
+    stored = load("pending-0.3.0-wake")
+    assert woken_sequence(stored) == SLEEPING_SEQUENCE
+    assert wake_input(sleeping_control().waiting[0]) == stored
+    assert is_queued_due(stored) and is_queued_due(load("pending-0.3.0-due"))
+    assert not is_queued_due({"an": "input record"})
+    assert woken_sequence(load("pending-0.3.0-due")) is None
+    with pytest.raises(StateFormatError, match=r"queued waking run .* format version 2"):
+        woken_sequence((stored[0], 2, stored[2]))
+
+
 def test_memory_markers_read_back() -> None:
     for release in ("0.1.0", CURRENT):
         assert load(f"memory-{release}-marker") == ObjectMarker(("name", "address"))
@@ -112,6 +157,8 @@ def test_what_is_stored_names_no_private_module_of_ours() -> None:
     values = dict(stored_values())
     values["control-0.3.0-scheduled"] = load("control-0.3.0-scheduled")
     values["pending-0.3.0-due"] = load("pending-0.3.0-due")
+    values["control-0.3.0-sleeping"] = load("control-0.3.0-sleeping")
+    values["pending-0.3.0-wake"] = load("pending-0.3.0-wake")
     for name, value in values.items():
         globals_named = _globals(pickle.dumps(value))
         private = [g for g in globals_named if g.startswith("flink_agents") and "._" in g]

@@ -67,3 +67,13 @@ SCHEDULED = (
 """A key's pending scheduled events: (handle, due time in ms, event), soonest first."""
 DUE = ("0f6d1e2a-3b4c-5d6e-8f70-8192a3b4c5d6", 1_899_990_000_000, NOTE)
 """A due scheduled event queued behind the key's run."""
+
+
+# -- added with sleeping runs (release 0.3.0) --------------------------------------------------
+
+SLEEPING_SEQUENCE = 5
+SLEEPING_WAKES = (1_900_000_600_000, 1_900_086_400_000)
+"""The head action's sleeps: when each ends (ms), in call order."""
+SLEEPING_SENSORY = (("", ("seen",)), ("seen", ("input",)), ("seen.input", "hello"))
+"""The sleeping run's sensory memory: (key, stored), an object as its field names."""
+SLEEPING_WAKE_MS = 1_900_086_400_000
