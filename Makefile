@@ -36,9 +36,10 @@ test: $(VENV)/.installed-test
 # values, the shared vector store (it hung a 3.12 CI once). In MiniCluster: a one-file job
 # run the way a user first runs one (default mode, an unactivated venv), and the recovery
 # tests where the interpreter's threads and its exit matter (a failed worker's exit once
-# held the vector store past the next attempt's start on 3.12 only), with the action log
-# (the variants without it, and the other one-file modes, add no 3.12 concern). The parity
-# and other Flink suites run on the default Python (`make test`).
+# held the vector store past the next attempt's start on 3.12 only: in process mode), with
+# the action log (the variants without it, in thread mode, and the other one-file modes add
+# no 3.12 concern). The parity and other Flink suites run on the default Python
+# (`make test`).
 PYTHON312 ?= $(shell bash .ci/find-python 3.12)
 VENV312 := .venv-3.12
 QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py tests/runtime/golden \
@@ -46,7 +47,8 @@ QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py tests/run
 QUICK_FLINK_SUITE := tests/runtime/flink/test_script_jobs.py \
 	tests/recovery/test_long_term_batching.py tests/recovery/test_minicluster_failure.py \
 	tests/recovery/test_parked_restore.py
-QUICK_FLINK_LEFT_OUT := process-mode or compiled-plan or thread-no-log or pay_again
+QUICK_FLINK_LEFT_OUT := process-mode or compiled-plan or thread-no-log or thread-sqlite-log \
+	or pay_again or whole_input
 
 $(VENV312)/bin/python:
 	@test -n "$(PYTHON312)" || { echo "no Python 3.12 interpreter found (set PYTHON312=...)"; exit 1; }

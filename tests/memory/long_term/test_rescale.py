@@ -5,9 +5,9 @@ savepoint and restored at parallelism 3, where it adds more, then stopped again 
 at parallelism 1. After every phase each key recalls all of its notes (``search`` finds
 each one by a question about it, ``get_recent`` returns all of them) and every key finds
 every fact, whichever subtask wrote it. Default configuration (the embedded store under the
-data directory), in both of PyFlink's execution modes. Process mode is the demanding one:
-every subtask is a Python process of its own, and they all use the machine's one store
-(the first to open it serves the others), whichever keys Flink gives them.
+data directory), in PyFlink's process mode, the demanding one: every subtask is a Python
+process of its own, and they all use the machine's one store (the first to open it serves
+the others), whichever keys Flink gives them.
 
 Each phase is a job of its own in a child process (``rescale_job.py``), fed batch by batch
 through a continuously monitored directory so that it is still running when its savepoint
@@ -272,7 +272,10 @@ def run_phase(
 @pytest.mark.parametrize(
     "mode",
     # Process mode: each subtask a Python process of its own, one store for all of them.
-    ["thread", "process"],
+    # (Thread mode, where the subtasks share one process and its store, ran here too until
+    # the CI's 30 minutes ran short: the local-runner control below is that case's
+    # expectation, and the parity suite runs long-term memory in both modes.)
+    ["process"],
 )
 def test_memories_and_knowledge_survive_rescaling(mode, tmp_path):
     (tmp_path / "input").mkdir()
