@@ -37,16 +37,15 @@ test: $(VENV)/.installed-test
 # run the way a user first runs one (default mode, an unactivated venv), and the recovery
 # tests where the interpreter's threads and its exit matter (a failed worker's exit once
 # held the vector store past the next attempt's start on 3.12 only: in process mode), with
-# the action log (the variants without it, in thread mode, and the other one-file modes add
-# no 3.12 concern). The parity and other Flink suites run on the default Python
-# (`make test`).
+# the action log (the variants without it, in thread mode, the other one-file modes and the
+# restore of a parked run add no 3.12 concern). The parity and other Flink suites run on the
+# default Python (`make test`).
 PYTHON312 ?= $(shell bash .ci/find-python 3.12)
 VENV312 := .venv-3.12
 QUICK_SUITE := tests/api tests/plan tests/runtime/test_local_runner.py tests/runtime/golden \
 	tests/test_ids.py tests/integrations/vector_stores/test_shared.py
 QUICK_FLINK_SUITE := tests/runtime/flink/test_script_jobs.py \
-	tests/recovery/test_long_term_batching.py tests/recovery/test_minicluster_failure.py \
-	tests/recovery/test_parked_restore.py
+	tests/recovery/test_long_term_batching.py tests/recovery/test_minicluster_failure.py
 QUICK_FLINK_LEFT_OUT := process-mode or compiled-plan or thread-no-log or thread-sqlite-log \
 	or pay_again or whole_input
 
@@ -54,8 +53,11 @@ $(VENV312)/bin/python:
 	@test -n "$(PYTHON312)" || { echo "no Python 3.12 interpreter found (set PYTHON312=...)"; exit 1; }
 	$(PYTHON312) -m venv $(VENV312)
 
+# Without compiling every installed module up front (Python compiles what it imports): this
+# install runs beside `make test` in CI (.ci/run), and compiling all of pyflink's and its
+# dependencies' modules took CPU from the suite's workers.
 $(VENV312)/.installed-test: pyproject.toml | $(VENV312)/bin/python
-	$(VENV312)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(VENV312)/bin/pip install --quiet --disable-pip-version-check --no-compile -e '.[test]'
 	touch $@
 
 test-py312: $(VENV312)/.installed-test

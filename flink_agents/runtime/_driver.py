@@ -41,7 +41,7 @@ from flink_agents.runtime._run_state import Suspension, Wake
 from flink_agents.runtime._scheduling import (
     Schedules,
     WaitingRun,
-    due_event,
+    due_event_of,
     due_input,
     next_due_ms,
     resume_waiting,
@@ -629,11 +629,11 @@ class KeyDriver:
             self.metrics.run_woken()
             return entry.run
         control.sequence += 1
-        due = due_event(record)
+        due = due_event_of(record)
         if due is not None:  # a scheduled event, due
             if self.event_log.enabled:
-                self.event_log.run_started(key, control.sequence, due.event)
-            return self.engine.start_due(key, control.sequence, due.event)
+                self.event_log.run_started(key, control.sequence, due)
+            return self.engine.start_due(key, control.sequence, due)
         if self.event_log.enabled:
             self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)

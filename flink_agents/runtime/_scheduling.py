@@ -113,10 +113,17 @@ def due_input(entry: EventScheduled) -> tuple[str, int, dict[str, Any]]:
 
 def due_event(record: Any) -> EventScheduled | None:
     """The due event a queued input is (``due_input``), or None for an input record."""
+    event = due_event_of(record)
+    return None if event is None else scheduled_entry(record[2])
+
+
+def due_event_of(record: Any) -> Event | None:
+    """The event of the due event a queued input is (``due_input``), without making its
+    ``EventScheduled`` (what a run of it needs); None for anything else."""
     if type(record) is not tuple or len(record) != 3 or record[0] != DUE_TAG:
         return None
     _check_version(record[1], DUE_VERSION, "queued due event")
-    return scheduled_entry(record[2])
+    return record[2]["event"]
 
 
 def _check_version(found: Any, known: int, what: str) -> None:
