@@ -34,7 +34,9 @@ class Reminds(Agent):
         elif record["kind"] == "nap":
             ctx.send_event(Nap(n=record["id"], delay_s=record["delay_s"]))
         pending = [entry.event.n for entry in ctx.scheduled()]
-        ctx.send_event(OutputEvent(output={"id": record["id"], "pending": pending}))
+        # ``at``: when it ran (its reminder is due ``delay_s`` after), for the test's premise.
+        output = {"id": record["id"], "pending": pending, "at": time.time()}
+        ctx.send_event(OutputEvent(output=output))
 
     @action(Remind)
     @staticmethod
