@@ -372,3 +372,59 @@ class RawScheduled(KeyedProcessFunction):
 
 _END_OF_INPUT = 2**62
 _A_DAY = timedelta(days=1)
+
+
+# -- signals ---------------------------------------------------------------------------------
+
+
+class Answer(Event):
+    """The signal ``WaitsOne`` waits for, per key (and ``RawWaits``' second kind of record)."""
+
+    key: str
+    n: int
+
+
+def answer_key(answer: Answer) -> str:
+    return answer.key
+
+
+class Ask(Event):
+    n: int
+
+
+class WaitsOne(Agent):
+    """Each record emits and sends an event whose ``async def`` action waits for the key's
+    ``Answer`` (``ctx.wait_for``: set aside until it comes) and emits its number."""
+
+    @action(InputEvent)
+    @staticmethod
+    def plan(event: InputEvent, ctx: Any) -> None:
+        ctx.send_event(Ask(n=event.input[1]))
+        ctx.send_event(OutputEvent(output=(ctx.key, -1)))
+
+    @action(Ask)
+    @staticmethod
+    async def ask(event: Ask, ctx: Any) -> None:
+        answer = await ctx.wait_for(Answer, timeout=_A_DAY)
+        ctx.send_event(OutputEvent(output=(ctx.key, answer.n)))
+
+
+class RawWaits(KeyedProcessFunction):
+    """The same written directly over the union of both streams: a record keeps its number
+    in a ``ValueState`` (with an event-time timeout timer, as the agent's wait has one) and
+    emits; the key's ``Answer`` emits its number, deletes the timer and clears the state."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.pending = runtime_context.get_state(
+            ValueStateDescriptor("pending", Types.PICKLED_BYTE_ARRAY())
+        )
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context):
+        if type(value) is Answer:
+            self.pending.clear()
+            ctx.timer_service().delete_event_time_timer(_END_OF_INPUT)
+            yield ctx.get_current_key(), value.n
+            return
+        self.pending.update(value[1])
+        ctx.timer_service().register_event_time_timer(_END_OF_INPUT)
+        yield ctx.get_current_key(), -1

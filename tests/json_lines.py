@@ -37,7 +37,7 @@ def read_json_lines(
 ) -> DataStream:
     """Each line of every file dropped into ``input_dir``, parsed by ``parse``, at
     parallelism 1 up to the agent's keying, so the records of a key stay in file order.
-    The operators' uids are ``name`` and ``parse``."""
+    The operators' uids are ``name`` and ``parse`` (``parse-<name>`` for another name)."""
     source = (
         FileSource.for_record_stream_format(StreamFormat.text_line_format(), input_dir)
         .monitor_continuously(Duration.of_millis(DISCOVERY_INTERVAL_MS))
@@ -50,7 +50,7 @@ def read_json_lines(
         .map(ShippedFunction(parse), output_type=Types.PICKLED_BYTE_ARRAY())
         .set_parallelism(1)
         .name("parse")
-        .uid("parse")
+        .uid("parse" if name == "records" else f"parse-{name}")
     )
 
 

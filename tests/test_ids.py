@@ -34,6 +34,7 @@ from flink_agents.api import (
 )
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.integrations.vector_stores import VectorStore
+from flink_agents.runtime._context import _answered
 
 PACKAGE = Path(ids.__file__).parent
 
@@ -158,9 +159,11 @@ FROZEN_NAMES = {
     "flink_agents.integrations.mcp._server:MCPTool.call",
     "flink_agents.memory.long_term._knowledge:StoredKnowledgeSet.search",
     "flink_agents.memory.long_term._sets:StoredMemorySet.search",
+    "flink_agents:wait_for",
 }
 """Golden: the names the action logs of 0.1.0 and 0.2.0 recorded calls of these functions
-under (their ``module:qualname`` then). Never edit one; a function of ours that becomes
+under (their ``module:qualname`` then; ``flink_agents:wait_for``, a wait's answer, from
+0.3.0). Never edit one; a function of ours that becomes
 durably called adds its name here."""
 
 DURABLE_METHODS = {"chat", "achat", "call", "acall", "embed", "embed_one", "search"}
@@ -173,11 +176,13 @@ DURABLE_CALL_SITES = {
     "agents/_retrieval.py": ["search", "store.search"],
     "agents/_builtin.py": ["chat", "run"],
     "testing/recovery.py": ["ledger_call", "ledger_call"],
+    "runtime/_context.py": ["partial(_answered, waited.reply)"],
 }
 """The first argument of each ``durable_execute``/``durable_execute_async`` call in
 flink_agents, by file: ``search`` is a partial of ``search_knowledge_set``, ``store.search``
 a knowledge set's, ``chat`` a chat model's ``chat`` or ``achat``, ``run`` a tool's ``call``
-or ``acall``; ``ledger_call`` lives in a public module."""
+or ``acall``; ``ledger_call`` lives in a public module; ``_answered`` (a wait's answer,
+``ctx.wait_for``) has a frozen name."""
 
 
 @functools.cache
@@ -218,7 +223,11 @@ def test_every_durably_called_function_of_ours_in_a_private_module_has_a_frozen_
     """Moving a private module of ours must not change the name a recorded call is matched
     by (it would be paid again on replay)."""
     bases = (BaseChatModel, Tool, BaseEmbeddingModel, KnowledgeSet, MemorySet, VectorStore)
-    durable = [partial(search_knowledge_set, None), FunctionTool(_async_tool).acall]
+    durable = [
+        partial(search_knowledge_set, None),
+        FunctionTool(_async_tool).acall,
+        partial(_answered, None),
+    ]
     for module in _modules_of_ours():
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, bases):

@@ -28,6 +28,7 @@ from flink_agents.api._errors import (
     MemoryPathError,
     MemoryValueError,
     PlanError,
+    WaitTimedOut,
 )
 from flink_agents.api._events import Event, InputEvent, OutputEvent
 from flink_agents.api._knowledge import Knowledge, KnowledgeSet, KnowledgeSetItem
@@ -132,6 +133,7 @@ __all__ = [
     "ToolSpec",
     "ToolUnavailableError",
     "UnknownResourceError",
+    "WaitTimedOut",
     "action",
     "env_ref",
     "items_for_handoff",

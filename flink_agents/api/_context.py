@@ -17,6 +17,7 @@ from flink_agents.api._resources import ResourceType
 from flink_agents.api._scheduling import EventScheduled
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Event)
 
 
 class RunnerContext(ABC):
@@ -79,6 +80,31 @@ class RunnerContext(ABC):
         Raises:
             FlinkAgentsError: a negative delay, a sub-agent's action, an action of a fan-out
                 group, or a runner without timers.
+        """
+        raise FlinkAgentsError("this runner has no timers (run on the local or Flink runner)")
+
+    def wait_for(
+        self,
+        event_type: type[E],
+        timeout: timedelta | None = None,
+        *,
+        raise_on_timeout: bool = False,
+    ) -> Awaitable[E | None]:
+        """``reply = await ctx.wait_for(Approval, timeout=timedelta(hours=4))`` in an
+        ``async def`` action: its run waits until a signal of ``event_type`` (or of a
+        subclass) arrives for the same key (``with_signals`` on the agent's input; the local
+        runner's ``signal``), and returns it; after ``timeout`` (None: no limit) it returns
+        None, or raises ``WaitTimedOut`` with ``raise_on_timeout``. As ``sleep``, the run is
+        set aside meanwhile (the key's later inputs run), kept in Flink state, and its
+        action runs again from its start when the signal or the timeout comes, this wait then
+        answering at once. The answer is recorded in the action log as a durable call, so a
+        run restored after a failure gets the same one. One key's waits for one type are
+        answered in the order they began (``docs/waiting.md``).
+
+        Raises:
+            FlinkAgentsError: ``event_type`` is not an ``Event`` class, a negative timeout,
+                a sub-agent's action, an action of a fan-out group, or a runner without
+                timers.
         """
         raise FlinkAgentsError("this runner has no timers (run on the local or Flink runner)")
 

@@ -43,6 +43,18 @@ class AgentBuilder(ABC):
             f"{type(self).__name__} does not produce a Table: to_table needs the Flink runner"
         )
 
+    def with_signals(
+        self, signals: Any, key_selector: Any = None, event_type: type | None = None
+    ) -> AgentBuilder:
+        """A second input of signals for the agent's keys: runs waiting for one
+        (``ctx.wait_for``) take it as their answer; a signal no run waits for starts a run
+        of the actions that listen to its type. ``signals``: a DataStream or a ``Table`` on
+        Flink, a list on the local runner (fed after the input's records); each record an
+        ``Event``, or with ``event_type`` a mapping of its fields (a table's row);
+        ``key_selector`` as for the input. A record that is neither, or whose key cannot be
+        taken, goes to ``error_stream()`` (``kind: rejected``). Returns this builder."""
+        raise FlinkAgentsError(f"{type(self).__name__} takes no signals")
+
     @abstractmethod
     def error_stream(self) -> Any:
         """The error output: input that never reached the agent (``kind: rejected``, with

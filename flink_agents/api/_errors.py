@@ -17,6 +17,10 @@ class MemoryValueError(FlinkAgentsError, TypeError):
     """A value cannot be stored in sensory or short-term memory."""
 
 
+class WaitTimedOut(FlinkAgentsError, TimeoutError):
+    """``ctx.wait_for(..., raise_on_timeout=True)``: no signal came before the timeout."""
+
+
 class PlanError(FlinkAgentsError, ValueError):
     """An agent plan is invalid; the message names the file, agent, action and field.
 

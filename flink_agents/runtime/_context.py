@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from flink_agents._ids import function_id, scheduled_handle
+from flink_agents._ids import durable_name, function_id, scheduled_handle
 from flink_agents.api import (
     Event,
     EventScheduled,
@@ -24,6 +24,7 @@ from flink_agents.api import (
     RunnerContext,
     ScheduleCancelled,
     SubAgent,
+    WaitTimedOut,
 )
 from flink_agents.api.internal import awaited
 from flink_agents.memory import (
@@ -37,7 +38,7 @@ from flink_agents.memory import (
 from flink_agents.runtime._long_term import LongTermProvider
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
-from flink_agents.runtime._run_state import RunState, Wake
+from flink_agents.runtime._run_state import RunState, Waited, Wake
 from flink_agents.runtime._scheduling import SCHEDULING, Schedules
 from flink_agents.runtime.journal import CallFuture, CallRecorder, CallSlot, Lookup
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # (it imports asyncio: a Flink operator's start need not)
     from flink_agents.runtime._call_loop import CallLoop
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Event)
 NO_CHANGE = MemoryDelta()
 """The delta of a memory tier an action never touched (shared: deltas are never mutated)."""
 
@@ -162,6 +164,7 @@ class ActionContext(RunnerContext):
     the engine for an action of the agent's own run, not a sub-run's or a fan-out
     member's."""
     _sleeps = 0
+    _waits = 0
 
     def __init__(
         self,
@@ -319,6 +322,35 @@ class ActionContext(RunnerContext):
         wake_ms = schedules.now_ms() + delay // timedelta(milliseconds=1)
         run.wakes = (*run.wakes, wake_ms)
         return _Sleep(wake_ms, schedules)
+
+    def wait_for(
+        self,
+        event_type: type[E],
+        timeout: timedelta | None = None,
+        *,
+        raise_on_timeout: bool = False,
+    ) -> Awaitable[E | None]:
+        if not (isinstance(event_type, type) and issubclass(event_type, Event)):
+            raise FlinkAgentsError(f"wait_for takes an Event class, got {event_type!r}")
+        if timeout is not None and not isinstance(timeout, timedelta):
+            raise TypeError(f"wait_for's timeout is a timedelta, got {type(timeout).__name__}")
+        if timeout is not None and timeout < timedelta(0):
+            raise FlinkAgentsError(f"wait_for's timeout must not be negative, got {timeout}")
+        run, schedules = self.run, self._services.schedules
+        if run is None or schedules is None:
+            raise FlinkAgentsError(
+                "only an async def action of the agent's own run can wait: not an action of "
+                "a sub-agent (ctx.run_agent) nor one of a fan-out group (wait in an action "
+                "of its own, which the group's action sends an event to)"
+            )
+        index = self._waits
+        self._waits += 1
+        if index == len(run.waits):  # not an earlier execution's wait: a new one
+            until_ms = None
+            if timeout is not None:
+                until_ms = schedules.now_ms() + timeout // timedelta(milliseconds=1)
+            run.waits = (*run.waits, Waited(event_type, until_ms))
+        return _WaitFor(self, run, index, raise_on_timeout)
 
     @property
     def sensory_memory(self) -> MemoryObject:
@@ -685,6 +717,42 @@ class _Sleep:
     def __await__(self) -> Generator[Future[Any], Any, None]:
         if self._schedules.now_ms() < self.wake_ms:
             yield Wake(self.wake_ms)
+
+
+class _WaitFor:
+    """``ctx.wait_for``'s awaitable: the signal that answered the wait, or None once its
+    time is over; else it hands the engine a ``Wake`` naming the signal, and the driver sets
+    the run aside until one comes (or the time). The answer goes through the action log as
+    a durable call (``_answered``), so an execution after a restore gets the recorded one."""
+
+    __slots__ = ("_context", "_index", "_raise", "_run")
+
+    def __init__(
+        self, context: ActionContext, run: RunState, index: int, raise_on_timeout: bool
+    ) -> None:
+        self._context, self._run, self._index = context, run, index
+        self._raise = raise_on_timeout
+
+    def __await__(self) -> Generator[Future[Any], Any, Any]:
+        waited = self._run.waits[self._index]
+        if waited.reply is None and (
+            waited.until_ms is None or self._context._services.schedules.now_ms() < waited.until_ms
+        ):
+            yield Wake(waited.until_ms, waited.signal)
+        signal = waited.signal
+        reply = self._context.durable_execute(
+            partial(_answered, waited.reply), f"{signal.__module__}:{signal.__qualname__}"
+        )
+        if reply is None and self._raise:
+            raise WaitTimedOut(f"no {signal.__name__} signal came before the wait's timeout")
+        return reply
+
+
+@durable_name("flink_agents:wait_for")
+def _answered(reply: Event | None, signal: str) -> Event | None:
+    """A wait's answer, as the action log records it: the signal (``signal``: its type's
+    name, the call's argument) or None for a timeout."""
+    return reply
 
 
 def call_to_result(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

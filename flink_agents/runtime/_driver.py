@@ -41,10 +41,12 @@ from flink_agents.runtime._run_state import Suspension, Wake
 from flink_agents.runtime._scheduling import (
     Schedules,
     WaitingRun,
+    answer_waiting,
     due_event_of,
     due_input,
     next_due_ms,
     resume_waiting,
+    signal_of,
     take_due,
     take_woken,
     wake_input,
@@ -203,7 +205,8 @@ class KeyDriver:
     # -- callbacks -------------------------------------------------------------------------
 
     def on_record(self, key: Any, record: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
-        """A record of ``key`` arrived: start its run, or queue it behind the one in progress.
+        """A record of ``key`` arrived (an input, or a signal: ``signal_input``): start its
+        run, or queue it behind the one in progress.
         (Not a generator itself: the common case hands back ``_drive``'s, one level less
         per record.)"""
         journal = self.engine.journal
@@ -226,7 +229,12 @@ class KeyDriver:
             control = self._control(key, state, known, timers)
         if control.run is None:
             self.parked.wait_for_free_slot()
-            if self._plain_runs and known is not None and known.sensory is not None:
+            if (
+                self._plain_runs
+                and known is not None
+                and known.sensory is not None
+                and (type(record) is not tuple or signal_of(record) is None)
+            ):
                 return self._run_plain(key, record, control, state, timers, known)
             return self._drive(key, control, state, timers, record=record, known=known)
         return self._queue(key, record, control, state, timers)
@@ -363,7 +371,11 @@ class KeyDriver:
         alike), and an agent that schedules again from each scheduled run, or sleeps in a
         loop, does not run forever."""
         last = [control.scheduled[-1]] if control.scheduled else []
-        horizon = max(entry.due_ms for entry in (*control.waiting, *last))
+        timed = [entry for entry in control.waiting if entry.wake_ms is not None]
+        if not timed and not last:
+            self._log_left_at_end(key, control)
+            return
+        horizon = max(entry.due_ms for entry in (*timed, *last))
         schedules = self.schedules
         try:
             while (due_ms := next_due_ms(control)) is not None and due_ms <= horizon:
@@ -376,10 +388,16 @@ class KeyDriver:
                     yield from self._wake(key, state, timers, draining=True)
         finally:
             schedules.clock_ms = None
+        self._log_left_at_end(key, control)
+
+    @staticmethod
+    def _log_left_at_end(key: Any, control: KeyControl) -> None:
+        """Log what of the key's scheduled events and waiting runs the end of input left."""
         if control.scheduled or control.waiting:
             logger.info(
-                "key %r: %d scheduled event(s) and %d sleeping run(s) are due after the end of "
-                "the input and did not fire (the first at %d ms)",
+                "key %r: %d scheduled event(s) and %d waiting run(s) are due after the end of "
+                "the input, or wait for a signal without a timeout, and did not fire (the "
+                "first due at %s ms)",
                 key,
                 len(control.scheduled),
                 len(control.waiting),
@@ -618,18 +636,27 @@ class KeyDriver:
             known.control = control
 
     def _start(self, key: Any, control: KeyControl, record: Any, sensory: StateMap) -> RunState:
-        """The run to go on with: a new one for an input record or a due scheduled event,
-        or a waiting run that woke (``wake_input``), its sensory memory put back."""
+        """The run to go on with: a new one for an input record, a due scheduled event or a
+        signal no run waits for; or a waiting run that woke (``wake_input``) or that a
+        signal answers (``answer_waiting``), its sensory memory put back."""
         woken = woken_sequence(record)
         if woken is not None:
             entry = resume_waiting(control, woken)
-            self._sleeping_since.pop((key, woken), None)
-            for flat_key, stored in entry.sensory:
-                sensory.put(flat_key, stored)
-            self.metrics.run_woken()
-            return entry.run
-        control.sequence += 1
+            if entry.signal is not None:
+                self.metrics.wait_timed_out()
+            return self._resume_waiting(key, entry, sensory)
         due = due_event_of(record)
+        if due is None and type(record) is tuple:
+            signal = signal_of(record)
+            if signal is not None:
+                entry = answer_waiting(control, signal)
+                self.metrics.signal_received(answered=entry is not None)
+                if entry is not None:
+                    if self.event_log.enabled:
+                        self.event_log.event(key, entry.run.sequence, None, signal, "signal")
+                    return self._resume_waiting(key, entry, sensory)
+                due = signal  # no run waits for it: a run of its own, as a due event
+        control.sequence += 1
         if due is not None:  # a scheduled event, due
             if self.event_log.enabled:
                 self.event_log.run_started(key, control.sequence, due)
@@ -637,6 +664,15 @@ class KeyDriver:
         if self.event_log.enabled:
             self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)
+
+    def _resume_waiting(self, key: Any, entry: WaitingRun, sensory: StateMap) -> RunState:
+        """The run set aside as ``entry`` (taken from the key's waiting runs), its sensory
+        memory put back."""
+        self._sleeping_since.pop((key, entry.run.sequence), None)
+        for flat_key, stored in entry.sensory:
+            sensory.put(flat_key, stored)
+        self.metrics.run_woken()
+        return entry.run
 
     # -- the event log ------------------------------------------------------------------------
 
@@ -715,7 +751,7 @@ class KeyDriver:
         and the run, with its sensory memory, moves to the key's waiting runs, so the key
         is free for its next input."""
         suspension.coroutine.close()
-        wake_ms = suspension.future.wake_ms
+        wake_ms, signal = suspension.future.wake_ms, suspension.future.signal
         if suspension.oldest_call_ms is not None:
             self._sleeping_since[run.key, run.sequence] = suspension.oldest_call_ms
         entries: tuple[tuple[str, Any], ...] = ()
@@ -730,14 +766,16 @@ class KeyDriver:
                 run.sequence,
                 run.steps + 1,
                 suspension.action,
-                "sleeping",
+                "sleeping" if signal is None else "waiting",
                 until_ms=wake_ms,
+                signal=None if signal is None else signal.__name__,
             )
-        entry = WaitingRun(wake_ms, run, entries)
+        entry = WaitingRun(wake_ms, run, entries, signal=signal)
         control.waiting = tuple(sorted((*control.waiting, entry), key=_due_ms))
-        timers.wake_at(wake_ms)
+        if wake_ms is not None:
+            timers.wake_at(wake_ms)
         self._scheduled_at_end(run.key, timers)
-        self.metrics.run_set_aside()
+        self.metrics.run_set_aside(waits=signal is not None)
 
     def _oldest_call_ms(self) -> int | None:
         """When the oldest action whose recorded calls must outlive pruning began: a parked

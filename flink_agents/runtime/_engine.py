@@ -379,8 +379,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             config,
             self._services,
             Origin(run.sequence, step, name),
-            # An earlier execution may have recorded calls: one that failed, or slept.
-            run.attempts > 0 or bool(run.wakes),
+            # An earlier execution may have recorded calls: one that failed, slept or waited.
+            run.attempts > 0 or bool(run.wakes) or bool(run.waits),
         )
         if own:  # (a sub-run's action cannot sleep)
             context.run = run
@@ -553,8 +553,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         run.queue.popleft()
         run.steps += 1
         run.attempts = 0
-        if run.wakes:
-            run.wakes = ()
+        if run.wakes or run.waits:
+            run.wakes, run.waits = (), ()
         outputs = []
         for event in events:
             if type(event) in SCHEDULING:  # for the key's schedules, not for actions

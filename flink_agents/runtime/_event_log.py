@@ -276,9 +276,11 @@ class EventLog:
         error: BaseException | str | None = None,
         durable_calls: int | None = None,
         until_ms: int | None = None,
+        signal: str | None = None,
     ) -> None:
-        """``outcome``: ``succeeded``, ``failed``, ``replayed``, ``parked`` or ``sleeping``
-        (``until_ms``: when the sleep ends)."""
+        """``outcome``: ``succeeded``, ``failed``, ``replayed``, ``parked``, ``sleeping``
+        (``until_ms``: when the sleep ends) or ``waiting`` (for a ``signal``, its type's
+        name, until ``until_ms``, None: no limit)."""
         if self.enabled:
             self._write(
                 "action_finished",
@@ -291,6 +293,7 @@ class EventLog:
                 error=error,
                 durable_calls=durable_calls,
                 until_ms=until_ms,
+                signal=signal,
             )
 
     def metrics(self, values: Mapping[str, Any]) -> None:

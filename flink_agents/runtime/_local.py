@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from flink_agents._ids import new_job_name
-from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, FlinkAgentsError
+from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, Event, FlinkAgentsError
 from flink_agents.api.internal import KeySelector
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
@@ -37,8 +37,8 @@ from flink_agents.runtime._input_order import InputOrder
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions, load_options
-from flink_agents.runtime._records import BadRecord, rejected, take_key
-from flink_agents.runtime._scheduling import is_queued_due
+from flink_agents.runtime._records import BadRecord, rejected, signal_event, take_key
+from flink_agents.runtime._scheduling import NEVER_MS, is_queued_due, signal_input
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.journal import ActionJournal
 
@@ -234,6 +234,15 @@ class LocalRunner:
             self._release()
         return self._returned()
 
+    def signal(self, key: Any, event: Event) -> list[Any]:
+        """A signal for ``key`` (what ``with_signals`` delivers on Flink), run to its end as
+        ``run`` runs a record: the key's run waiting for its type (``ctx.wait_for``) takes
+        it as its answer, or, with none, it starts a run of the actions that listen to it.
+        Returns the outputs released meanwhile."""
+        if not isinstance(event, Event):
+            raise FlinkAgentsError(f"a signal is an Event, got {type(event).__name__}")
+        return self.run(key, signal_input(event))
+
     def feed(self, key: Any, record: Any) -> list[Any]:
         """Hand one record of ``key`` to the driver without waiting for async actions;
         returns the outputs released meanwhile (of this and of earlier records' runs)."""
@@ -348,7 +357,8 @@ class LocalRunner:
             if control is not None and (control.scheduled or control.waiting):
                 timers = _LocalTimers(self, key)
                 for entry in (*control.scheduled, *control.waiting):
-                    timers.wake_at(entry.due_ms)
+                    if entry.due_ms != NEVER_MS:  # (a wait without a timeout has no timer)
+                        timers.wake_at(entry.due_ms)
                 timers.wake_at_end()
 
     @property
@@ -476,6 +486,7 @@ class LocalAgentBuilder(AgentBuilder):
         self._records = records
         self._options = options
         self._key_of = key_function(key_selector)
+        self._signals: list[tuple[Iterable[Any], Callable[[Any], Any], type | None]] = []
         self.runner: LocalRunner | None = None
         self._ran = False
         self._failed = False
@@ -486,6 +497,20 @@ class LocalAgentBuilder(AgentBuilder):
         self.runner = LocalRunner(
             agent, journal=local_journal(self._options), options=self._options
         )
+        return self
+
+    def with_signals(
+        self,
+        signals: Iterable[Any],
+        key_selector: KeySelector = None,
+        event_type: type | None = None,
+    ) -> LocalAgentBuilder:
+        """Signals for the agent's keys (see ``AgentBuilder.with_signals``), fed after the
+        input's records, in order, before the input ends (so a wait still unanswered then
+        times out at the end of input, as on Flink)."""
+        if self._ran:
+            raise FlinkAgentsError("this input already ran: add signals before its outputs")
+        self._signals.append((signals, key_function(key_selector), event_type))
         return self
 
     def to_keyed_list(self) -> list[tuple[Any, Any]]:
@@ -534,6 +559,15 @@ class LocalAgentBuilder(AgentBuilder):
                     runner.reject(rejected(str(error), input=record))
                     continue
                 runner.feed(key, record)
+            for signals, key_of, event_type in self._signals:
+                for record in signals:
+                    try:
+                        key = take_key(key_of, record)
+                        event = signal_event(record, event_type)
+                    except BadRecord as error:
+                        runner.reject(rejected(str(error), input=record))
+                        continue
+                    runner.feed(key, signal_input(event))
             runner.finish()
         except BaseException:
             self._failed = True

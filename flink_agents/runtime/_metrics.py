@@ -316,6 +316,10 @@ class AgentMetrics:
         self._fired = group.fast_counter("numOfScheduledEventsFired")
         self._set_aside = group.fast_counter("numOfSleeps")
         self._woken = group.fast_counter("numOfRunsWoken")
+        self._waits = group.fast_counter("numOfWaits")
+        self._answered = group.fast_counter("numOfWaitsAnswered")
+        self._timed_out = group.fast_counter("numOfWaitsTimedOut")
+        self._signals = group.fast_counter("numOfSignals")
         self._per_action: dict[str, FastCounter] = {}
         self._per_function: dict[str, tuple[SharedCounter, SharedCounter, WindowHistogram]] = {}
         self._per_model: dict[str, tuple[SharedCounter, ...]] = {}
@@ -354,13 +358,24 @@ class AgentMetrics:
         """Scheduled events came due: each starts a run (now, or queued behind the key's)."""
         self._fired.count += n
 
-    def run_set_aside(self) -> None:
-        """A run was set aside while its action sleeps (``ctx.sleep``)."""
-        self._set_aside.count += 1
+    def run_set_aside(self, waits: bool) -> None:
+        """A run was set aside while its action sleeps (``ctx.sleep``) or, with ``waits``,
+        waits for a signal (``ctx.wait_for``)."""
+        (self._waits if waits else self._set_aside).count += 1
 
     def run_woken(self) -> None:
-        """A run set aside by a sleep resumed."""
+        """A run set aside by a sleep or a wait resumed."""
         self._woken.count += 1
+
+    def signal_received(self, answered: bool) -> None:
+        """A signal came for a key; ``answered``: a waiting run took it as its answer."""
+        self._signals.count += 1
+        if answered:
+            self._answered.count += 1
+
+    def wait_timed_out(self) -> None:
+        """A run waiting for a signal resumed at its timeout, without one."""
+        self._timed_out.count += 1
 
     def event_processed(self, n: int = 1) -> None:
         self._events.count += n

@@ -23,12 +23,20 @@ its module path, and every record carries its format and version (``docs/upgradi
     as ``encode_run`` gives it, and ``sensory``, its sensory memory as ``(key, stored)``
     pairs, an object's field names as ``("flink-agents/object", names)``), soonest first.
 
+``("flink-agents/control", 5, {...})``
+    A key with a run waiting for a signal (``ctx.wait_for``) besides: version 4's fields,
+    its ``waiting`` entries with ``signal`` (the event type waited for, the user's class;
+    None for a sleep) and ``wake_ms`` None for a wait without a timeout. A key whose waiting
+    runs all sleep is still written as version 4.
+
 A due scheduled event waiting behind a key's run in progress sits in the key's queue of
 inputs as ``("flink-agents/due", 1, {handle, due_ms, event})``, a due waiting run as
-``("flink-agents/wake", 1, {sequence})`` (``runtime/_scheduling.py``).
+``("flink-agents/wake", 1, {sequence})``, a signal as ``("flink-agents/signal", 1, {event})``
+(``runtime/_scheduling.py``).
 
 A run's fields (``encode_run``) are version 1, or version 2 when its head action has slept
-(``wakes``: the times its sleeps end).
+(``wakes``: the times its sleeps end), or version 3 when it has waited for a signal
+(``waits``: each wait's ``signal`` type, ``until_ms`` and ``reply``).
 
 Releases up to 0.1.0 stored a busy key as the tuple ``(sequence, RunState, pending)``, the run
 pickled by position through ``flink_agents.runtime._engine._unpickle_run``, and earlier ones
@@ -47,15 +55,15 @@ from uuid import UUID
 from flink_agents.api import FlinkAgentsError, InputEvent
 from flink_agents.memory import MemoryDelta, ObjectMarker
 from flink_agents.runtime._driver import KeyControl
-from flink_agents.runtime._run_state import MemberResult, PendingAction, RunState
+from flink_agents.runtime._run_state import MemberResult, PendingAction, RunState, Waited
 from flink_agents.runtime._scheduling import WaitingRun, scheduled_entry, scheduled_fields
 from flink_agents.runtime._unvalidated import input_event
 
 CONTROL_TAG = "flink-agents/control"
-CONTROL_VERSION = 4
+CONTROL_VERSION = 5
 """Version 1: release 0.1.0's ``(sequence, RunState, pending)`` tuple (read, never written);
 2: without scheduled events (written for a key that has none); 3: without waiting runs
-(written for a key that has none)."""
+(written for a key that has none); 4: without runs waiting for a signal."""
 OBJECT_TAG = "flink-agents/object"
 """An object of a waiting run's sensory memory (its field names), as ``encode_control``
 keeps it."""
@@ -79,6 +87,8 @@ def encode_control(control: KeyControl) -> Any:
     if not control.waiting:
         return (CONTROL_TAG, 3, fields)
     fields["waiting"] = tuple(_waiting_fields(entry) for entry in control.waiting)
+    if not any(entry.signal is not None for entry in control.waiting):
+        return (CONTROL_TAG, 4, fields)
     return (CONTROL_TAG, CONTROL_VERSION, fields)
 
 
@@ -87,12 +97,15 @@ def _waiting_fields(entry: WaitingRun) -> dict[str, Any]:
         (key, (OBJECT_TAG, stored.fields) if type(stored) is ObjectMarker else stored)
         for key, stored in entry.sensory
     )
-    return {
+    fields = {
         "wake_ms": entry.wake_ms,
         "queued": entry.queued,
         "run": encode_run(entry.run),
         "sensory": sensory,
     }
+    if entry.signal is not None:
+        fields["signal"] = entry.signal
+    return fields
 
 
 def _waiting_run(fields: dict[str, Any]) -> WaitingRun:
@@ -100,7 +113,13 @@ def _waiting_run(fields: dict[str, Any]) -> WaitingRun:
         (key, ObjectMarker(stored[1]) if _is_object(stored) else stored)
         for key, stored in fields["sensory"]
     )
-    return WaitingRun(fields["wake_ms"], decode_run(fields["run"]), sensory, fields["queued"])
+    return WaitingRun(
+        fields["wake_ms"],
+        decode_run(fields["run"]),
+        sensory,
+        fields["queued"],
+        fields.get("signal"),  # (version 5)
+    )
 
 
 def _is_object(stored: Any) -> bool:
@@ -175,15 +194,21 @@ def encode_run(run: RunState) -> dict[str, Any]:
         "parked": run.parked,
         "settled": settled,
     }
-    if run.wakes:
-        fields["version"] = RUN_VERSION
+    if run.wakes or run.waits:
+        fields["version"] = 2
         fields["wakes"] = run.wakes
+    if run.waits:
+        fields["version"] = RUN_VERSION
+        fields["waits"] = tuple(
+            {"signal": waited.signal, "until_ms": waited.until_ms, "reply": waited.reply}
+            for waited in run.waits
+        )
     return fields
 
 
-RUN_VERSION = 2
+RUN_VERSION = 3
 """The version of ``encode_run``'s fields: 1 for a run whose head action has not slept
-(written as such, which release 0.2.0 reads), 2 adds ``wakes``."""
+nor waited (written as such, which release 0.2.0 reads), 2 adds ``wakes``, 3 ``waits``."""
 
 
 def decode_run(fields: dict[str, Any]) -> RunState:
@@ -206,6 +231,10 @@ def decode_run(fields: dict[str, Any]) -> RunState:
         sensory_written=fields["sensory_written"],
         parked=fields["parked"],
         wakes=tuple(fields.get("wakes", ())),
+        waits=tuple(
+            Waited(waited["signal"], waited["until_ms"], waited["reply"])
+            for waited in fields.get("waits", ())
+        ),
         settled=None
         if settled is None
         else {

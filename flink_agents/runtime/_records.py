@@ -14,10 +14,12 @@ Error records are plain dicts (JSON-ready) of two kinds, with the same fields ev
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+
+from flink_agents.api import Event
 
 
 class BadRecord(ValueError):
@@ -43,6 +45,33 @@ def take_key(key_of: Callable[[Any], Any], record: Any) -> Any:
     except TypeError:
         raise BadRecord(f"key {key!r:.100} is not hashable ({type(key).__name__})") from None
     return key
+
+
+def signal_event(record: Any, event_type: type[Event] | None) -> Event:
+    """The signal a record of a signal stream is (``with_signals``): an ``Event`` as it is,
+    or, with ``event_type``, one made of a mapping's values of the fields it declares (a
+    table's row: other columns, such as the key's, are left out).
+
+    Raises:
+        BadRecord: the record is not an event, nor fields ``event_type`` accepts.
+    """
+    if isinstance(record, Event) and (event_type is None or isinstance(record, event_type)):
+        return record
+    if event_type is None:
+        raise BadRecord(
+            f"a signal must be an Event, got {type(record).__name__}: send events, or pass "
+            "event_type= to with_signals to make one of each record's fields"
+        )
+    if not isinstance(record, Mapping):
+        raise BadRecord(
+            f"a signal record must be a {event_type.__name__} or a mapping of its fields, "
+            f"got {type(record).__name__}"
+        )
+    fields = {name: record[name] for name in event_type.model_fields if name in record}
+    try:
+        return event_type.model_validate(fields)
+    except ValidationError as error:
+        raise BadRecord(f"not a {event_type.__name__} signal: {error}") from None
 
 
 def rejected(

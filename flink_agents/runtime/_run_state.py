@@ -64,10 +64,25 @@ class RunState:
     order): an execution of the action that runs again sleeps until the same times, so a
     run set aside by a sleep returns from it at once when it wakes. Cleared when the action
     completes."""
+    waits: tuple[Waited, ...] = ()
+    """Each ``ctx.wait_for`` of the action at the head of the queue, in call order: what it
+    waits for, until when, and the signal that answered it, once one did. As ``wakes``: an
+    execution that runs again gets the same answers. Cleared when the action completes."""
 
     @property
     def finished(self) -> bool:
         return not self.queue and not self.ready
+
+
+class Waited(NamedTuple):
+    """One ``ctx.wait_for`` of a run's head action (``RunState.waits``)."""
+
+    signal: type[Event]
+    """The event type it waits for (a signal of it, or of a subclass, answers it)."""
+    until_ms: int | None
+    """When it times out (None: never)."""
+    reply: Event | None = None
+    """The signal that answered it (None: none yet, or it timed out)."""
 
 
 class MemberResult(NamedTuple):
@@ -172,12 +187,14 @@ class Suspension:
 
 
 class Wake(Future):
-    """What ``ctx.sleep`` awaits: never done by a call. The driver sets the run aside until
-    ``wake_ms`` (``KeyDriver._set_aside``) rather than parking it."""
+    """What ``ctx.sleep`` and ``ctx.wait_for`` await: never done by a call. The driver sets
+    the run aside (``KeyDriver._set_aside``) rather than parking it: until ``wake_ms``
+    (None: no time), or until a signal of type ``signal`` arrives for its key."""
 
-    def __init__(self, wake_ms: int) -> None:
+    def __init__(self, wake_ms: int | None, signal: type[Event] | None = None) -> None:
         super().__init__()
         self.wake_ms = wake_ms
+        self.signal = signal
 
 
 async def landed() -> None:

@@ -14,6 +14,13 @@ A run whose action sleeps (``ctx.sleep``) is set aside (``KeyDriver._set_aside``
 ``WaitingRun`` in the key's control value (``KeyControl.waiting``, soonest first), with its
 sensory memory: the key's later inputs run meanwhile. When its time comes, it resumes as a
 due event starts a run, at once or queued (as ``wake_input``) behind the run in progress.
+
+A run whose action waits for a signal (``ctx.wait_for``) is set aside the same way, its
+``WaitingRun`` naming the signal's type and timing out at ``wake_ms`` (None: never). A
+signal comes as a key's input, tagged (``signal_input``): when the driver starts it, the
+key's first run waiting for its type, not yet woken by its timeout, takes it as its answer
+and resumes (``answer_waiting``); with none, the signal starts a run of its own, as a due
+event does.
 """
 
 from __future__ import annotations
@@ -38,24 +45,31 @@ DUE_TAG = "flink-agents/due"
 DUE_VERSION = 1
 WAKE_TAG = "flink-agents/wake"
 WAKE_VERSION = 1
+SIGNAL_TAG = "flink-agents/signal"
+SIGNAL_VERSION = 1
+NEVER_MS = 2**63 - 1
+"""The due time of a wait without a timeout, where one is compared (it never comes)."""
 
 
 @dataclass
 class WaitingRun:
-    """A run set aside while its action sleeps (``ctx.sleep``), until ``wake_ms``."""
+    """A run set aside while its action sleeps (``ctx.sleep``) until ``wake_ms``, or waits
+    (``ctx.wait_for``) for a signal of type ``signal`` until ``wake_ms`` (None: no limit)."""
 
-    wake_ms: int
+    wake_ms: int | None
     run: RunState
     sensory: tuple[tuple[str, Any], ...]
     """The run's sensory memory, as the key's sensory map held it: ``(key, stored)`` pairs,
     an object's ``ObjectMarker`` among them (``KeyDriver._set_aside``)."""
     queued: bool = False
     """Whether it is due and waits in the key's queue of inputs (``wake_input``)."""
+    signal: type[Event] | None = None
+    """The event type its action waits for (None: it sleeps)."""
 
     @property
     def due_ms(self) -> int:
-        """When it resumes (the name a due event's time has)."""
-        return self.wake_ms
+        """When it resumes, unless a signal comes first (the name a due event's time has)."""
+        return NEVER_MS if self.wake_ms is None else self.wake_ms
 
 
 def wake_input(entry: WaitingRun) -> tuple[str, int, dict[str, Any]]:
@@ -82,7 +96,7 @@ def woken_sequence(record: Any) -> int | None:
 def take_woken(control: KeyControl, until_ms: int) -> list[WaitingRun]:
     """The key's waiting runs due by ``until_ms`` that are not yet queued, now marked
     queued (the caller starts or queues them), soonest first."""
-    woken = [entry for entry in control.waiting if not entry.queued and entry.wake_ms <= until_ms]
+    woken = [entry for entry in control.waiting if not entry.queued and entry.due_ms <= until_ms]
     for entry in woken:
         entry.queued = True
     return woken
@@ -98,11 +112,46 @@ def resume_waiting(control: KeyControl, sequence: int) -> WaitingRun:
 
 
 def next_due_ms(control: KeyControl) -> int | None:
-    """When the key's next scheduled event or waiting run not yet queued is due."""
-    times = [entry.wake_ms for entry in control.waiting if not entry.queued]
+    """When the key's next scheduled event or waiting run not yet queued is due (a wait
+    without a timeout is never due)."""
+    times = [
+        entry.wake_ms for entry in control.waiting if not entry.queued and entry.wake_ms is not None
+    ]
     if control.scheduled:
         times.append(control.scheduled[0].due_ms)
     return min(times, default=None)
+
+
+def signal_input(event: Event) -> tuple[str, int, dict[str, Any]]:
+    """A signal (``with_signals``) as a key's input: tagged, so that the driver tells it
+    from an input record (and Flink state holds it, queued, as plain data)."""
+    return (SIGNAL_TAG, SIGNAL_VERSION, {"event": event})
+
+
+def signal_of(record: Any) -> Event | None:
+    """The signal an input is (``signal_input``), or None for anything else."""
+    if type(record) is not tuple or len(record) != 3 or record[0] != SIGNAL_TAG:
+        return None
+    _check_version(record[1], SIGNAL_VERSION, "queued signal")
+    return record[2]["event"]
+
+
+def answer_waiting(control: KeyControl, signal: Event) -> WaitingRun | None:
+    """Remove and return the key's oldest run (by run sequence) whose action waits for
+    ``signal``'s type and is not yet woken by its timeout, its wait answered with
+    ``signal``; None if no run waits for it."""
+    waiting = [
+        entry
+        for entry in control.waiting
+        if entry.signal is not None and not entry.queued and isinstance(signal, entry.signal)
+    ]
+    if not waiting:
+        return None
+    entry = min(waiting, key=lambda entry: entry.run.sequence)
+    control.waiting = tuple(other for other in control.waiting if other is not entry)
+    run = entry.run
+    run.waits = (*run.waits[:-1], run.waits[-1]._replace(reply=signal))
+    return entry
 
 
 def due_input(entry: EventScheduled) -> tuple[str, int, dict[str, Any]]:

@@ -3,10 +3,10 @@
 The command line reads and writes records the way every runner does (``_records``: JSON lines,
 keys, error records) and takes keys the same way (``_keys``); the benchmarks make a run's input
 event as the runtime does (``input_event``) and measure what a key keeps in Flink state
-(``KeyControl``, ``encode_control``, and a sleeping run's ``RunState``, ``PendingAction`` and
-``WaitingRun``). Other packages import these from
-here, never from a private module of ``flink_agents.runtime`` (``tests/test_imports.py``).
-Nothing here is promised to users: names come and go with the packages that use them.
+(``KeyControl``, ``encode_control``, and a sleeping or waiting run's ``RunState``,
+``PendingAction``, ``Waited`` and ``WaitingRun``). Other packages import these from here,
+never from a private module of ``flink_agents.runtime`` (``tests/test_imports.py``). Nothing
+here is promised to users: names come and go with the packages that use them.
 """
 
 from flink_agents.runtime._driver import KeyControl
@@ -19,7 +19,7 @@ from flink_agents.runtime._records import (
     take_key,
     to_json_line,
 )
-from flink_agents.runtime._run_state import PendingAction, RunState
+from flink_agents.runtime._run_state import PendingAction, RunState, Waited
 from flink_agents.runtime._scheduling import WaitingRun
 from flink_agents.runtime._unvalidated import input_event
 
@@ -28,6 +28,7 @@ __all__ = [
     "KeyControl",
     "PendingAction",
     "RunState",
+    "Waited",
     "WaitingRun",
     "encode_control",
     "input_event",

@@ -80,6 +80,7 @@ def test_public_names_are_pinned():
         "ToolSpec",
         "ToolUnavailableError",
         "UnknownResourceError",
+        "WaitTimedOut",
         "action",
         "env_ref",
         "items_for_handoff",

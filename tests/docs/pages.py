@@ -13,11 +13,13 @@ from flink_agents.testing import clean_environment
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def run_first_example(page: str, work: Path, script: str) -> tuple[list[str], list[str]]:
-    """Run the first ``python`` block of ``docs/<page>`` as ``work/<script>``; the lines it
-    printed, and the lines its comments say it prints (``# `` followed by a line that
-    starts with a key of the example's: ``name: ...``)."""
-    code = re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), re.S)[0]
+def run_first_example(
+    page: str, work: Path, script: str, index: int = 0
+) -> tuple[list[str], list[str]]:
+    """Run the first ``python`` block of ``docs/<page>`` (or the one at ``index``) as
+    ``work/<script>``; the lines it printed, and the lines its comments say it prints (``# ``
+    followed by a line that starts with a key of the example's: ``name: ...``)."""
+    code = re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), re.S)[index]
     shown = re.findall(r"^# (\w+: .*)$", code, re.M)
     path = work / script
     path.write_text(code)

@@ -165,7 +165,7 @@ def test_an_agent_that_schedules_for_good_stops_at_the_end_of_input(caplog):
     pings = [f"ping {n}" for n in range(1, 24)]
     # The ping due with the day's follow-up comes after it (scheduled later).
     assert outputs == [*pings, "in a day", "ping 24"]
-    assert "1 scheduled event(s) and 0 sleeping run(s) are due after the end of" in caplog.text
+    assert "1 scheduled event(s) and 0 waiting run(s) are due after the end of" in caplog.text
 
 
 def test_a_follow_up_that_comes_due_while_the_key_waits_runs_after_the_inputs_before_it():

@@ -125,7 +125,7 @@ def test_the_end_of_input_wakes_sleeping_runs_up_to_the_last_wake_time(caplog):
     loop.run("j", 3)
     with caplog.at_level(logging.INFO, logger="flink_agents.runtime._driver"):
         assert loop.finish() == ["1 naps"]
-    assert "1 sleeping run(s) are due after the end of the input" in caplog.text
+    assert "1 waiting run(s) are due after the end of the input" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -23,12 +23,19 @@ from pyflink.table import StreamTableEnvironment, Table
 
 from flink_agents._ids import new_job_name
 from flink_agents._shipping import ShippedByName, ShippedFunction
-from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, FlinkAgentsError
+from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, Event, FlinkAgentsError
 from flink_agents.api.internal import KeySelector
 from flink_agents.plan import AgentPlan, to_plan
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
-from flink_agents.runtime._records import BadRecord, RejectedRecord, rejected, take_key
+from flink_agents.runtime._records import (
+    BadRecord,
+    RejectedRecord,
+    rejected,
+    signal_event,
+    take_key,
+)
+from flink_agents.runtime._scheduling import signal_input
 from flink_agents.runtime.flink._dispatcher import (
     ERROR_TAG,
     EVENT_LOG_TAG,
@@ -171,6 +178,8 @@ class FlinkAgentBuilder(AgentBuilder):
         self._errors: DataStream | None = None
         self._errors_taken = False
         self._memory: DataStream | None = None
+        self._signals: list[tuple[DataStream, Any, type | None]] = []
+        self._rejected_signals: list[DataStream] = []
 
     def apply(self, agent: Any) -> FlinkAgentBuilder:
         if self._plan is not None:
@@ -181,6 +190,38 @@ class FlinkAgentBuilder(AgentBuilder):
         self._plan = plan
         if self._environment._owns_import_path:  # the plan's modules are imported by now
             refresh_import_path(self._environment.env)
+        return self
+
+    def with_signals(
+        self,
+        signals: DataStream | Table,
+        key_selector: KeySelector = None,
+        event_type: type | None = None,
+    ) -> FlinkAgentBuilder:
+        """Signals for the agent's keys from a second stream or an insert-only table (see
+        ``AgentBuilder.with_signals``): each record an ``Event``, or with ``event_type`` a
+        mapping of its fields (a table's rows need it: each is a dict of column -> value);
+        keyed by ``key_selector`` into the agent's keys (of the input's key type).
+        Returns this builder."""
+        if self._output is not None:
+            raise FlinkAgentsError("add signals before asking for the agent's outputs")
+        if isinstance(signals, Table):
+            if event_type is None:
+                raise FlinkAgentsError(
+                    "a table's rows are not events: pass event_type= (the Event class each "
+                    "row's columns make)"
+                )
+            t_env = self._environment._use_t_env(signals._t_env, "the signal table's environment")
+            signals = table_records(t_env, signals)
+        elif not isinstance(signals, DataStream):
+            raise FlinkAgentsError(
+                f"with_signals takes a DataStream or a Table, got {type(signals).__name__}"
+            )
+        if event_type is not None and not (
+            isinstance(event_type, type) and issubclass(event_type, Event)
+        ):
+            raise FlinkAgentsError(f"event_type must be an Event class, got {event_type!r}")
+        self._signals.append((signals, key_function(key_selector), event_type))
         return self
 
     def to_datastream(self) -> DataStream:
@@ -216,8 +257,22 @@ class FlinkAgentBuilder(AgentBuilder):
                 .name(f"agent-key:{self._plan.name}")
                 .uid(self._environment.unique_uid(f"agent-key:{self._plan.name}"))
             )
+            rows = keyed
+            for number, (signals, key_of, event_type) in enumerate(self._signals, 1):
+                signal_rows = (
+                    signals.process(
+                        TakeKey(key_of, rejected_key, signals_of=event_type or Event),
+                        output_type=Types.ROW([self._key_type, Types.PICKLED_BYTE_ARRAY()]),
+                    )
+                    .set_parallelism(signals._j_data_stream.getParallelism())
+                    .name(f"agent-signals:{self._plan.name}")
+                    .uid(self._environment.unique_uid(f"agent-signals-{number}:{self._plan.name}"))
+                )
+                rows = rows.union(signal_rows)
+                if rejected_key is None:
+                    self._rejected_signals.append(signal_rows.get_side_output(REJECTED_TAG))
             self._output = (
-                _keyed(keyed, self._key_type)
+                _keyed(rows, self._key_type)
                 .process(dispatcher, output_type=Types.PICKLED_BYTE_ARRAY())
                 .name(f"agent:{self._plan.name}")
                 .uid(self._environment.unique_uid(f"agent:{self._plan.name}"))
@@ -226,7 +281,9 @@ class FlinkAgentBuilder(AgentBuilder):
             # asked for; without this, error records would land in the main output.
             self._errors = self._output.get_side_output(ERROR_TAG)
             if rejected_key is None:
-                self._errors = self._errors.union(keyed.get_side_output(REJECTED_TAG))
+                self._errors = self._errors.union(
+                    keyed.get_side_output(REJECTED_TAG), *self._rejected_signals
+                )
             if self._environment.options.memory_snapshots:
                 self._memory = self._output.get_side_output(MEMORY_TAG)
             options = self._environment.options
@@ -387,9 +444,12 @@ class TakeKey(ShippedByName, ProcessFunction):
     sends to its error output, or, when the key type has no room for such a key
     (``rejected_key`` None), to ``REJECTED_TAG``."""
 
-    def __init__(self, key_of: Any, rejected_key: Any = None) -> None:
+    def __init__(self, key_of: Any, rejected_key: Any = None, signals_of: Any = None) -> None:
         self.key_of = key_of
         self.rejected_key = rejected_key
+        self.signals_of = signals_of
+        """For a signal stream (``with_signals``): the Event class its records are, or are
+        made into (``Event``: records must be events)."""
 
     def process_element(self, record: Any, ctx: ProcessFunction.Context) -> Any:
         # A one-element tuple, not a generator: PyFlink iterates whatever comes back.
@@ -399,6 +459,9 @@ class TakeKey(ShippedByName, ProcessFunction):
             key = take_key(self.key_of, record)
             if type(key) is str and key == REJECTED_STRING_KEY:
                 raise BadRecord(f"the key {key!r} is reserved by flink-agents")
+            if self.signals_of is not None:
+                event_type = None if self.signals_of is Event else self.signals_of
+                return (Row(key, (key, signal_input(signal_event(record, event_type)))),)
         except BadRecord as error:
             return (self._rejection(rejected(str(error), input=record)),)
         return (Row(key, (key, record)),)

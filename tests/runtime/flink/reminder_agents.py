@@ -19,6 +19,17 @@ class Nap(Event):
     delay_s: float
 
 
+class Ask(Event):
+    n: int
+
+
+class Approval(Event):
+    """A signal (``with_signals``) answering the ask ``n``."""
+
+    n: int
+    ok: bool
+
+
 class Reminds(Agent):
     @action(InputEvent)
     @staticmethod
@@ -27,12 +38,16 @@ class Reminds(Agent):
         if record["kind"] == "crash":
             marker = Path(ctx.config["marker"])
             if not marker.exists():
-                marker.write_text(str(time.time()))  # when it failed
+                written = marker.with_suffix(".writing")  # (renamed: the test polls for it)
+                written.write_text(str(time.time()))  # when it failed
+                written.rename(marker)
                 raise RuntimeError("an injected failure")
         if record["kind"] == "plan":
             ctx.schedule(Remind(n=record["id"]), delay=timedelta(seconds=record["delay_s"]))
         elif record["kind"] == "nap":
             ctx.send_event(Nap(n=record["id"], delay_s=record["delay_s"]))
+        elif record["kind"] == "ask":
+            ctx.send_event(Ask(n=record["id"]))
         pending = [entry.event.n for entry in ctx.scheduled()]
         # ``at``: when it ran (its reminder is due ``delay_s`` after), for the test's premise.
         output = {"id": record["id"], "pending": pending, "at": time.time()}
@@ -52,3 +67,17 @@ class Reminds(Agent):
         count = (ctx.short_term_memory.get("woken") or 0) + 1
         ctx.short_term_memory.set("woken", count)
         ctx.send_event(OutputEvent(output={"id": f"woke-{event.n}", "count": count}))
+
+    @action(Ask)
+    @staticmethod
+    async def ask(event: Ask, ctx) -> None:
+        reply = await ctx.wait_for(Approval, timeout=timedelta(minutes=10))
+        count = (ctx.short_term_memory.get("answered") or 0) + 1
+        ctx.short_term_memory.set("answered", count)
+        answer = None if reply is None else [reply.n, reply.ok]
+        ctx.send_event(OutputEvent(output={"id": f"answered-{event.n}", "answer": answer}))
+
+    @action(Approval)
+    @staticmethod
+    def unexpected(event: Approval, ctx) -> None:
+        ctx.send_event(OutputEvent(output={"id": f"unexpected-{event.n}"}))

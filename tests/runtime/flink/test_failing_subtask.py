@@ -87,7 +87,8 @@ def measure(work_dir: Path) -> dict[str, Any]:
     marker = str(work_dir / "failed-once")
     records = [{"k": key, "marker": marker} for key in "abcde"]
     agents = AgentsExecutionEnvironment.get_execution_environment(
-        env, data_dir=str(work_dir / "data")  # the default action log: its writer thread
+        env,
+        data_dir=str(work_dir / "data"),  # the default action log: its writer thread
     )
     outputs = agents.from_list(records, "k").apply(KeepsItsDispatcher).to_list()
     return {"outputs": sorted(set(outputs)), "after": in_thread_mode_interpreter(interpreter_state)}

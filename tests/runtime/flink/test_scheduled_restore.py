@@ -1,11 +1,13 @@
-"""Scheduled events and sleeping runs survive a stop with a savepoint and a failure, and
-fire (or wake) once.
+"""Scheduled events, sleeping runs and runs waiting for a signal survive a stop with a
+savepoint and a failure, and fire (wake, or are answered) once.
 
 A child process (``scheduled_restore_job.py``) schedules a reminder per key, stops the job
 with a savepoint before any is due, restores it, fails it once after a checkpoint while the
 reminders are still pending, and waits for them. Every output is committed exactly once, so
 each reminder must appear once, with the key's memory of one reminder. A run per key sleeps
-(``ctx.sleep``) across the same savepoint, another across the failure: each wakes once. In
+(``ctx.sleep``) across the same savepoint, another across the failure: each wakes once. A
+run per key waits for an ``Approval`` (``ctx.wait_for``) from a second stream
+(``with_signals``): two are answered after the savepoint, the third after the failure too. In
 thread mode the restored timers fire them; in process mode (which restores no Python timer)
 each key's next record does, once they are due (``docs/waiting.md``).
 """
@@ -39,6 +41,7 @@ that missed it proves nothing and is repeated once with longer delays."""
 
 def _spec(mode: str, directory: Path, scale: float) -> dict[str, Any]:
     (directory / "input").mkdir(parents=True)
+    (directory / "signals").mkdir()
     delay, late_delay = DELAY_S * scale, LATE_DELAY_S * scale
     plans = [
         {"id": i, "key": f"k{i % 3}", "kind": "plan", "delay_s": delay + i % 2} for i in range(6)
@@ -53,11 +56,22 @@ def _spec(mode: str, directory: Path, scale: float) -> dict[str, Any]:
         "job": "scheduled-restore",
         "savepoint_dir": (directory / "savepoints").as_uri(),
         "input_dir": str(directory / "input"),
+        "signals_dir": str(directory / "signals"),
         "output_dir": str(directory / "out"),
         "data_dir": str(directory / "data"),
         "marker": str(directory / "crashed"),
         "plans": plans,
         "late_plans": late,
+        "asks": [{"id": 40 + i, "key": f"k{i}", "kind": "ask"} for i in range(3)],
+        "signals_after_restore": [
+            {"key": "k0", "n": 40, "ok": True},
+            {"key": "k1", "n": 41, "ok": False},
+        ],
+        "signals_after_failure": [
+            {"key": "k2", "n": 42, "ok": True},
+            {"key": "k0", "n": 99, "ok": True},
+        ],
+        "unexpected": ["unexpected-99"],
         "crash": {"id": "crash", "key": "k0", "kind": "crash"},
         "touches": touches if mode == "process" else [],
     }
@@ -114,6 +128,15 @@ def test_reminders_pending_across_a_savepoint_and_a_failure_fire_once(
     # Each key was reminded once per plan, counted in its memory.
     counts = sorted(o["count"] for o in outputs if str(o["id"]).startswith("reminded-"))
     assert counts == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    # Each ask got its own signal, after the savepoint or after the failure; the signal no
+    # run waited for started a run of its own.
+    answers = {o["id"]: o["answer"] for o in outputs if str(o["id"]).startswith("answered-")}
+    assert answers == {
+        "answered-40": [40, True],
+        "answered-41": [41, False],
+        "answered-42": [42, True],
+    }
+    assert counted["unexpected-99"] == 1
     # Each key woke twice, counted in its memory.
     counts = sorted(o["count"] for o in outputs if str(o["id"]).startswith("woke-"))
     assert counts == [1, 1, 1, 2, 2, 2]

@@ -30,6 +30,7 @@ from pyflink.table import TableEnvironment as PlainTableEnvironment
 from flink_agents.api import (
     Agent,
     AgentsExecutionEnvironment,
+    Event,
     FlinkAgentsError,
     InputEvent,
     OutputEvent,
@@ -93,6 +94,31 @@ class ReplyAgent(Agent):
             ctx.send_event(OutputEvent(output=fields))  # a dict the model validates
         else:
             ctx.send_event(OutputEvent(output=Reply(**fields)))
+
+
+class Nudge(Event):
+    """A signal from a second table (``with_signals``): it starts a run of its own."""
+
+    text: str
+
+
+class NudgedReplyAgent(ReplyAgent):
+    """``ReplyAgent``, replying to a nudge too (no run waits for one)."""
+
+    @action(Nudge)
+    @staticmethod
+    def nudged(event: Nudge, ctx: Any) -> None:
+        reply = Reply(
+            customer=ctx.key,
+            ticket=0,
+            channel="signal",
+            words=len(event.text.split()),
+            amount=None,
+            tags=[],
+            created=None,
+            types="",
+        )
+        ctx.send_event(OutputEvent(output=reply))
 
 
 class NoteAgent(Agent):
@@ -186,11 +212,19 @@ def final_rows(changes: list[tuple[str, tuple]]) -> dict[Any, tuple]:
 @pytest.mark.flink
 def test_an_agent_between_sql_queries_in_thread_mode(tmp_path):
     """SQL DDL and a query feed the agent dicts; its outputs are rows of Reply that SQL
-    aggregates; outputs that do not fit Reply are error records; one job, thread mode."""
+    aggregates; outputs that do not fit Reply are error records; signals from a second
+    table (``with_signals``), one of them bad; one job, thread mode."""
     env = flink_environment(mode=None)
     t_env = StreamTableEnvironment.create(env)
     agents = AgentsExecutionEnvironment.get_execution_environment(env, t_env)
-    pipeline = agents.from_table(tickets_table(t_env, tmp_path), "customer").apply(ReplyAgent)
+    nudges = t_env.from_elements(
+        [("dee", "please call me back"), ("bo", None)], ["customer", "text"]
+    )
+    pipeline = (
+        agents.from_table(tickets_table(t_env, tmp_path), "customer")
+        .with_signals(nudges, "customer", event_type=Nudge)
+        .apply(NudgedReplyAgent)
+    )
     t_env.create_temporary_view("replies", pipeline.to_table(Reply))
     per_customer = t_env.sql_query(
         "SELECT customer, COUNT(*) AS replies, SUM(words) AS words, MAX(amount) AS top "
@@ -209,9 +243,11 @@ def test_an_agent_between_sql_queries_in_thread_mode(tmp_path):
     assert final_rows(found["per_customer"]) == {
         "ana": ("ana", 2, 6, Decimal("12.5")),
         "bo": ("bo", 2, 8, Decimal("3")),
+        "dee": ("dee", 1, 4, None),  # the nudge's reply
     }
     rows = {values[0]: values[1:] for _, values in found["replies"]}
-    assert sorted(rows) == [1, 2, 5, 6]  # 3 and 4 did not fit, 7 never reached the agent
+    assert sorted(rows) == [0, 1, 2, 5, 6]  # 3 and 4 did not fit, 7 never reached the agent
+    assert rows[0][0] == "signal"
     assert rows[1][:3] == ("chat", ["billing"], datetime.datetime(2024, 5, 1, 10, 0))
     assert rows[2][1] == []
     # Each row reached the agent as a dict of column -> Python value, nested rows as dicts.
@@ -220,7 +256,10 @@ def test_an_agent_between_sql_queries_in_thread_mode(tmp_path):
     )
     assert rows[2][3].startswith("amount=NoneType")
 
-    errors = sorted((e["output"]["customer"], e) for _, e in found["error"])
+    (bad_signal,) = [e for _, e in found["error"] if e["kind"] == "rejected"]
+    assert bad_signal["input"] == {"customer": "bo", "text": None}
+    assert bad_signal["reason"].startswith("not a Nudge signal: 1 validation error for Nudge")
+    errors = sorted((e["output"]["customer"], e) for _, e in found["error"] if "output" in e)
     assert [(customer, e["kind"]) for customer, e in errors] == [
         ("ana", "rejected_output"),
         ("cy", "rejected_output"),

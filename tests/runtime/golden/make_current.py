@@ -65,6 +65,37 @@ def sleeping_control() -> KeyControl:
     return KeyControl(SLEEPING_SEQUENCE + 2, None, 0, scheduled, waiting)
 
 
+def waiting_control() -> KeyControl:
+    """A key with a run waiting for a signal (``ctx.wait_for``, added in 0.3.0): its head
+    action's first wait (no timeout) was answered, its second waits until
+    ``WAITING_UNTIL_MS``; beside the sleeping run of ``sleeping_control``. The value behind
+    ``control-0.3.0-waiting``."""
+    from flink_agents.runtime._run_state import PendingAction, RunState, Waited
+    from flink_agents.runtime._scheduling import WaitingRun
+    from tests.runtime.golden.values import (
+        APPROVAL,
+        KEY,
+        NOTE,
+        RUN_INPUT,
+        WAITING_SEQUENCE,
+        WAITING_UNTIL_MS,
+        Approval,
+    )
+
+    run = RunState(key=KEY, sequence=WAITING_SEQUENCE, input=RUN_INPUT, parked=True)
+    run.queue.append(PendingAction("ask", NOTE))
+    run.waits = (Waited(Approval, None, APPROVAL), Waited(Approval, WAITING_UNTIL_MS))
+    waiting = WaitingRun(WAITING_UNTIL_MS, run, (), signal=Approval)
+    sleeping = sleeping_control()
+    return KeyControl(
+        WAITING_SEQUENCE + 1, None, 0, (), tuple(sorted((waiting, *sleeping.waiting), key=_due))
+    )
+
+
+def _due(entry: Any) -> int:
+    return entry.due_ms
+
+
 def main(out: Path, release: str) -> None:
     for name, value in stored_values().items():
         target = out / f"{name.replace('-0.1.0-', f'-{release}-')}.pickle"

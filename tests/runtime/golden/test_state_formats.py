@@ -31,18 +31,24 @@ from flink_agents.runtime._scheduling import (
     due_event,
     due_input,
     is_queued_due,
+    signal_input,
+    signal_of,
     wake_input,
     woken_sequence,
 )
-from tests.runtime.golden.make_current import sleeping_control, stored_values
+from tests.runtime.golden.make_current import sleeping_control, stored_values, waiting_control
 from tests.runtime.golden.make_legacy import values
 from tests.runtime.golden.values import (
+    APPROVAL,
     DUE,
     INPUT_ID,
     SCHEDULED,
     SLEEPING_SENSORY,
     SLEEPING_SEQUENCE,
     SLEEPING_WAKES,
+    WAITING_SEQUENCE,
+    WAITING_UNTIL_MS,
+    Approval,
 )
 
 HERE = Path(__file__).parent
@@ -133,6 +139,38 @@ def test_a_sleeping_run_reads_back_and_is_written_as_version_4() -> None:
     # A run that has not slept keeps version 1 of a run's fields (0.2.0 reads them).
     entry.run.wakes = ()
     assert encode_control(control)[2]["waiting"][0]["run"]["version"] == 1
+
+
+def test_a_run_waiting_for_a_signal_reads_back_and_is_written_as_version_5() -> None:
+    stored = load("control-0.3.0-waiting")
+    assert stored[:2] == (CONTROL_TAG, 5)
+    control = decode_control(stored)
+    assert control.sequence == WAITING_SEQUENCE + 1
+    waiting, sleeping = control.waiting  # (soonest first)
+    assert (waiting.signal, waiting.wake_ms, waiting.queued) == (Approval, WAITING_UNTIL_MS, False)
+    assert (sleeping.signal, sleeping.run.sequence) == (None, SLEEPING_SEQUENCE)
+    answered, pending = waiting.run.waits
+    assert (answered.signal, answered.until_ms, answered.reply) == (Approval, None, APPROVAL)
+    assert (pending.signal, pending.until_ms, pending.reply) == (Approval, WAITING_UNTIL_MS, None)
+    assert [p.action for p in waiting.run.queue] == ["ask"]
+    assert control == waiting_control()
+    assert encode_control(control) == stored
+    # Keys whose waiting runs all sleep are still written as version 4 (its readers read
+    # them), a run that has not waited keeps version 2 or 1 of a run's fields.
+    sleeps_only = KeyControl(control.sequence, None, 0, (), (sleeping,))
+    assert encode_control(sleeps_only)[1] == 4
+    waiting.run.waits = ()
+    assert encode_control(control)[2]["waiting"][0]["run"]["version"] == 1
+
+
+def test_a_queued_signal_reads_back() -> None:
+    stored = load("pending-0.3.0-signal")
+    assert signal_of(stored) == APPROVAL
+    assert signal_input(APPROVAL) == stored
+    assert signal_of({"an": "input record"}) is None
+    assert signal_of(load("pending-0.3.0-due")) is None
+    with pytest.raises(StateFormatError, match=r"queued signal .* format version 2"):
+        signal_of((stored[0], 2, stored[2]))
 
 
 def test_a_queued_woken_run_reads_back() -> None:

@@ -77,3 +77,18 @@ SLEEPING_WAKES = (1_900_000_600_000, 1_900_086_400_000)
 SLEEPING_SENSORY = (("", ("seen",)), ("seen", ("input",)), ("seen.input", "hello"))
 """The sleeping run's sensory memory: (key, stored), an object as its field names."""
 SLEEPING_WAKE_MS = 1_900_086_400_000
+
+
+# -- added with waits for signals (release 0.3.0) ----------------------------------------------
+
+
+class Approval(Event):
+    """A signal a waiting run's action waits for (``ctx.wait_for``)."""
+
+    approved: bool
+
+
+APPROVAL = Approval(id=UUID("3c4d5e6f-7a8b-4c9d-8e1f-2a3b4c5d6e7f"), approved=True)
+WAITING_SEQUENCE = 9
+WAITING_UNTIL_MS = 1_900_014_400_000
+"""When the second wait of the head action times out; its first has no timeout."""
