@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--data", type=Path, default=None)
     demo.add_argument("--out", type=Path, default=None, help="output directory")
     demo.add_argument("--local", action="store_true", help="use the local runner, not Flink")
+    demo.add_argument(
+        "--approvals",
+        action="store_true",
+        help="run the refund agent instead: it waits for people's approvals from a second "
+        "input, escalates without one, and follows up",
+    )
 
     run = commands.add_parser("run", help="run a plan over a JSON-lines file (local runner)")
     run.add_argument("plan", type=Path, help="plan file (.yaml, .yml or .json)")
@@ -88,6 +94,18 @@ def main(argv: list[str] | None = None) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from flink_agents.cli import _demo as demo
 
+    if args.approvals:
+        if args.plan or args.data:
+            print("error: --approvals runs its own plan and data", file=sys.stderr)
+            return 2
+        from flink_agents.cli._approvals import OUT, run_approvals_demo
+
+        try:
+            run_approvals_demo(args.out or OUT, local=args.local)
+        except demo.ModelUnavailableError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        return 0
     try:
         demo.run_demo(
             args.plan or demo.DEFAULT_PLAN,

@@ -1,4 +1,5 @@
-"""Running a plan over a JSON-lines file with the local runner, with an error output."""
+"""Running a plan over a JSON-lines file (and a file of signals) with the local runner, with
+an error output."""
 
 from __future__ import annotations
 
@@ -11,7 +12,25 @@ from typing import Any, TextIO
 
 from flink_agents.cli._jsonl import Rejected, read_json_lines
 from flink_agents.runtime import AgentOptions, LocalRunner, local_journal
-from flink_agents.runtime.internal import BadRecord, key_function, rejected, take_key, to_json_line
+from flink_agents.runtime.internal import (
+    BadRecord,
+    key_function,
+    rejected,
+    signal_event,
+    signal_input,
+    take_key,
+    to_json_line,
+)
+
+
+@dataclass(frozen=True)
+class Signals:
+    """A JSON-lines file of signals for the agent's keys (``with_signals``): each record
+    keyed by ``key_field`` and made into an ``event_type`` event."""
+
+    path: Path
+    key_field: str
+    event_type: type
 
 
 @dataclass
@@ -36,8 +55,10 @@ def run_json_lines(
     errors: TextIO,
     on_record: Callable[[], None] | None = None,
     options: AgentOptions | None = None,
+    signals: Signals | None = None,
 ) -> BatchReport:
-    """Run ``agent`` over every record of ``input_path``, keyed by ``key_field``.
+    """Run ``agent`` over every record of ``input_path``, keyed by ``key_field``, then over
+    the ``signals`` if given (before the input ends: waits they do not answer time out then).
 
     Outputs go to ``output`` as JSON lines. Unparsable lines and records without a usable
     key go to ``errors`` as ``rejected`` records with the file, line and reason; failed runs
@@ -57,7 +78,7 @@ def run_json_lines(
     report = BatchReport(runner)
     started = time.perf_counter()
     try:
-        _run_lines(runner, input_path, key_of, output, errors, on_record, report)
+        _run_lines(runner, input_path, key_of, output, errors, on_record, report, signals)
     except BaseException:
         with contextlib.suppress(Exception):  # the error above is the one to report
             runner.engine.close()
@@ -77,26 +98,36 @@ def _run_lines(
     errors: TextIO,
     on_record: Callable[[], None] | None,
     report: BatchReport,
+    signals: Signals | None = None,
 ) -> None:
-    """Every line of ``input_path`` through ``runner``, counted in ``report``."""
-    where = str(input_path)
-    for item in read_json_lines(input_path):
-        if on_record is not None:
-            on_record()
-        report.records += 1
-        if isinstance(item, Rejected):
-            report.rejected += 1
-            _write(errors, item.to_json())
-            continue
-        line, record = item
-        try:
-            key = take_key(key_of, record)
-        except BadRecord as error:
-            report.rejected += 1
-            _write(errors, rejected(str(error), raw=to_json_line(record), file=where, line=line))
-            continue
-        failed_before = len(runner.errors)
-        _report(runner.run(key, record), runner.errors[failed_before:], output, errors, report)
+    """Every line of ``input_path`` through ``runner``, then every signal, counted in
+    ``report``."""
+    inputs = [(input_path, key_of, None)]
+    if signals is not None:
+        inputs.append((signals.path, key_function(signals.key_field), signals.event_type))
+    for path, key_of_record, event_type in inputs:
+        where = str(path)
+        for item in read_json_lines(path):
+            if on_record is not None:
+                on_record()
+            report.records += 1
+            if isinstance(item, Rejected):
+                report.rejected += 1
+                _write(errors, item.to_json())
+                continue
+            line, record = item
+            try:
+                key = take_key(key_of_record, record)
+                if event_type is not None:
+                    record = signal_input(signal_event(record, event_type))
+            except BadRecord as error:
+                report.rejected += 1
+                raw = to_json_line(record)
+                _write(errors, rejected(str(error), raw=raw, file=where, line=line))
+                continue
+            failed_before = len(runner.errors)
+            outputs = runner.run(key, record)
+            _report(outputs, runner.errors[failed_before:], output, errors, report)
     # The end of the input: the keys' pending scheduled events fire (docs/waiting.md).
     failed_before = len(runner.errors)
     _report(runner.finish(), runner.errors[failed_before:], output, errors, report)

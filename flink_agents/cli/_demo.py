@@ -158,14 +158,13 @@ def with_model(plan: AgentPlan, model: DemoModel) -> AgentPlan:
 
 
 def _is_openai_chat(spec: Any) -> bool:
-    return (
-        spec.type == ResourceType.CHAT_MODEL and import_ref(spec.provider) is OpenAIChatModel
-    )
+    return spec.type == ResourceType.CHAT_MODEL and import_ref(spec.provider) is OpenAIChatModel
 
 
 @contextmanager
-def _model_for(plan: AgentPlan) -> Iterator[DemoModel | None]:
-    """The model for the plan's chat resources; starts (and then stops) the stand-in."""
+def _model_for(plan: AgentPlan, rules: list[Any] | None = None) -> Iterator[DemoModel | None]:
+    """The model for the plan's chat resources; starts (and then stops) the stand-in, with
+    ``rules`` (default: the support replies')."""
     if not any(_is_openai_chat(spec) for spec in plan.resources):
         yield None
         return
@@ -177,7 +176,7 @@ def _model_for(plan: AgentPlan) -> Iterator[DemoModel | None]:
     from flink_agents.examples.support_replies import stand_in_rules
     from flink_agents.testing.llm_server import STAND_IN_MODEL, ScriptedLLMServer
 
-    server = ScriptedLLMServer(stand_in_rules()).start()
+    server = ScriptedLLMServer(stand_in_rules() if rules is None else rules).start()
     try:
         yield DemoModel(STAND_IN_MODEL, server.base_url, None, server)
     finally:
@@ -206,16 +205,16 @@ def check_model(model: DemoModel) -> None:
         client.close()
 
 
-def _print_model(console: Console, model: DemoModel) -> None:
+def _print_model(console: Console, model: DemoModel, drafts: str = "the replies") -> None:
     if model.stand_in:
         console.print(
             f"[bold yellow]No {API_KEY_ENV} is set: a scripted TEST STAND-IN on "
-            f"{model.base_url} drafts the replies, NOT a real model.[/bold yellow] Set "
+            f"{model.base_url} drafts {drafts}, NOT a real model.[/bold yellow] Set "
             f"{API_KEY_ENV} (and optionally {BASE_URL_ENV}, {MODEL_ENV}) to use one."
         )
     else:
         console.print(
-            f"model: [cyan]{model.name}[/cyan] at {model.host} drafts the replies "
+            f"model: [cyan]{model.name}[/cyan] at {model.host} drafts {drafts} "
             f"(from {API_KEY_ENV}, {BASE_URL_ENV}, {MODEL_ENV})"
         )
 

@@ -1,1 +1,2 @@
-"""Example agents used by the demo, the README and the tests."""
+"""Example agents used by the demos (``refunds``: ``flink-agents demo --approvals``), the
+README and the tests."""

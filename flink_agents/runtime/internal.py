@@ -1,8 +1,8 @@
 """The runtime's names for flink_agents' own packages, not for users.
 
 The command line reads and writes records the way every runner does (``_records``: JSON lines,
-keys, error records) and takes keys the same way (``_keys``); the benchmarks make a run's input
-event as the runtime does (``input_event``) and measure what a key keeps in Flink state
+keys, error records, signals) and takes keys the same way (``_keys``); the benchmarks make a
+run's input event as the runtime does (``input_event``) and measure what a key keeps in Flink state
 (``KeyControl``, ``encode_control``, and a sleeping or waiting run's ``RunState``,
 ``PendingAction``, ``Waited`` and ``WaitingRun``). Other packages import these from here,
 never from a private module of ``flink_agents.runtime`` (``tests/test_imports.py``). Nothing
@@ -16,11 +16,12 @@ from flink_agents.runtime._records import (
     BadRecord,
     parse_json_object,
     rejected,
+    signal_event,
     take_key,
     to_json_line,
 )
 from flink_agents.runtime._run_state import PendingAction, RunState, Waited
-from flink_agents.runtime._scheduling import WaitingRun
+from flink_agents.runtime._scheduling import WaitingRun, signal_input
 from flink_agents.runtime._unvalidated import input_event
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "key_function",
     "parse_json_object",
     "rejected",
+    "signal_event",
+    "signal_input",
     "take_key",
     "to_json_line",
 ]

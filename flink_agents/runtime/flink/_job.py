@@ -1,4 +1,5 @@
-"""The main job: JSON lines from files, an agent per key, JSON lines into files.
+"""The main job: JSON lines from files (and signals from more files), an agent per key,
+JSON lines into files.
 
 Used by ``jobs/agent_job.py`` (``flink run -py``) and by the demo in MiniCluster. Bad lines
 and records without a key go to the error files with the reason; so do failed runs under
@@ -55,6 +56,8 @@ class JobPaths:
     output: Path
     errors: Path
     memory: Path | None = None
+    signals: Path | None = None
+    """Signals for the agent's keys (``with_signals``): a JSON-lines file or folder."""
 
 
 class ParseJsonLines(ShippedByName, KeyedProcessFunction):
@@ -121,37 +124,62 @@ def build_agent_job(
     paths: JobPaths,
     key_field: str,
     checkpoint_interval_ms: int = 2000,
+    *,
+    signal_key: str | None = None,
+    signal_type: type | None = None,
     **options: Any,
 ) -> None:
-    """Add the source, the agent and the sinks to ``env``; call ``env.execute`` after."""
+    """Add the sources, the agent and the sinks to ``env``; call ``env.execute`` after.
+    With ``paths.signals``, its records are the agent's signals (``with_signals``), keyed by
+    ``signal_key`` (default: ``key_field``), each made into a ``signal_type`` event."""
     files = input_files(paths.input)
     if not files:
         raise FileNotFoundError(f"no input files under {paths.input}")
+    signal_files = [] if paths.signals is None else input_files(paths.signals)
+    if paths.signals is not None and signal_type is None:
+        raise ValueError("signals need signal_type: the Event class each record makes")
     # First, before any operator exists: PyFlink fixes a Python operator's execution mode
     # when the operator is created, and this is where the job's default mode (thread) is set.
     agents = FlinkExecutionEnvironment(env, **options)
     env.enable_checkpointing(checkpoint_interval_ms)
+    records = _json_lines(env, files, key_field, "")
+    builder = agents.from_datastream(records, key_field)
+    if signal_files:
+        signal_key = signal_key or key_field
+        signals = _json_lines(env, signal_files, signal_key, "signals-")
+        builder = builder.with_signals(signals, signal_key, event_type=signal_type)
+    builder = builder.apply(plan)
+    _to_files(builder.to_datastream(), paths.output, "outputs")
+    _to_files(builder.error_stream(), paths.errors, "errors")
+    if paths.memory is not None:
+        _to_files(builder.memory_stream(), paths.memory, "memory")
+
+
+def _json_lines(
+    env: StreamExecutionEnvironment, files: list[Path], key_field: str, prefix: str
+) -> DataStream:
+    """The records of ``files`` (a source per file, its lines in order), each a dict or a
+    ``RejectedRecord``; the operators' uids begin with ``prefix`` (``""`` for the input,
+    as the job always named them)."""
     records = None
     for index, file in enumerate(files):
         source = FileSource.for_record_stream_format(
             StreamFormat.text_line_format(), str(file)
         ).build()
         suffix = "" if index == 0 else f"-{index}"
-        lines = env.from_source(source, WatermarkStrategy.no_watermarks(), f"json-lines{suffix}")
+        lines = env.from_source(
+            source, WatermarkStrategy.no_watermarks(), f"{prefix}json-lines{suffix}"
+        )
         parsed = (
             lines.set_parallelism(1)
-            .uid(f"source{suffix}")
+            .uid(f"{prefix}source{suffix}")
             .key_by(ConstantKey(str(file)), key_type=Types.STRING())
             .process(ParseJsonLines(key_field), output_type=Types.PICKLED_BYTE_ARRAY())
-            .name(f"parse{suffix}")
-            .uid(f"parse{suffix}")
+            .name(f"{prefix}parse{suffix}")
+            .uid(f"{prefix}parse{suffix}")
         )
         records = parsed if records is None else records.union(parsed)
-    builder = agents.from_datastream(records, key_field).apply(plan)
-    _to_files(builder.to_datastream(), paths.output, "outputs")
-    _to_files(builder.error_stream(), paths.errors, "errors")
-    if paths.memory is not None:
-        _to_files(builder.memory_stream(), paths.memory, "memory")
+    return records
 
 
 def _to_files(stream: DataStream, directory: Path, prefix: str) -> None:
