@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -192,3 +193,20 @@ def _cell(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def median_walls(jobs: dict[str, Any], repeat: int, config: dict[str, str]) -> dict[str, float]:
+    """Each job's median wall-clock seconds over ``repeat`` rounds, the jobs alternating
+    within each round (``jobs``: name -> a function that builds the job on an env); prints
+    each round's walls as it ends."""
+    walls: dict[str, list[float]] = {name: [] for name in jobs}
+    for round_ in range(repeat):
+        for name, build in jobs.items():
+            env = make_env(config=config)
+            build(env)
+            walls[name].append(timed(env, name).wall)
+        print(
+            f"  round {round_ + 1}: " + ", ".join(f"{w[-1]:.2f}" for w in walls.values()),
+            flush=True,
+        )
+    return {name: statistics.median(w) for name, w in walls.items()}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import statistics
 import sys
 
 from pyflink.common import Types
@@ -32,10 +31,10 @@ from bench._common import (
     keyed_records,
     machine_summary,
     make_env,
+    median_walls,
     record_figure,
     sequence,
     table,
-    timed,
 )
 from flink_agents.api import AgentsExecutionEnvironment, EventScheduled
 from flink_agents.runtime.internal import (
@@ -126,17 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.sleep:
         jobs["agent: ctx.sleep, default log"] = lambda env: discard(_sleeping(env, args.keys))
-    walls: dict[str, list[float]] = {name: [] for name in jobs}
-    for round_ in range(args.repeat):
-        for name, build in jobs.items():
-            env = make_env(config=config)
-            build(env)
-            walls[name].append(timed(env, name).wall)
-        print(
-            f"  round {round_ + 1}: " + ", ".join(f"{w[-1]:.2f}" for w in walls.values()),
-            flush=True,
-        )
-    wall = {name: statistics.median(w) for name, w in walls.items()}
+    wall = median_walls(jobs, args.repeat, config)
     empty = wall.pop("empty (source -> sink)")
     rows = [(name, w, w - empty, args.keys / (w - empty)) for name, w in wall.items()]
     print(table(["job", "wall s (median)", "net of empty s", "keys (events)/s net"], rows))

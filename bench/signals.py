@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import statistics
 import sys
 
 from pyflink.common import Types
@@ -30,10 +29,10 @@ from bench._common import (
     enable_thread_mode,
     machine_summary,
     make_env,
+    median_walls,
     record_figure,
     sequence,
     table,
-    timed,
 )
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.runtime.internal import (
@@ -144,17 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw: ValueState + timer, union": lambda env: discard(_raw(env, args.keys)),
         "agent: ctx.wait_for + with_signals": lambda env: discard(_agent(env, args.keys)),
     }
-    walls: dict[str, list[float]] = {name: [] for name in jobs}
-    for round_ in range(args.repeat):
-        for name, build in jobs.items():
-            env = make_env(config=config)
-            build(env)
-            walls[name].append(timed(env, name).wall)
-        print(
-            f"  round {round_ + 1}: " + ", ".join(f"{w[-1]:.2f}" for w in walls.values()),
-            flush=True,
-        )
-    wall = {name: statistics.median(w) for name, w in walls.items()}
+    wall = median_walls(jobs, args.repeat, config)
     empty = wall.pop("empty (source -> sink)")
     rows = [(name, w, w - empty, args.keys / (w - empty)) for name, w in wall.items()]
     print(table(["job", "wall s (median)", "net of empty s", "waits answered/s net"], rows))

@@ -9,7 +9,9 @@ Submit it to a cluster (see the README):
 Outputs go to ``OUTPUT/outputs``, rejected lines and failed runs to ``OUTPUT/errors`` (and,
 with ``--memory-snapshots``, each key's short-term memory after every run to
 ``OUTPUT/memory``). Agent options come from the cluster's ``config.yaml`` under ``agent:``
-and from ``--option name=value``.
+and from ``--option name=value``. ``--signals FILE --signal-type module:Class`` reads
+signals for the agent's keys too (``docs/waiting.md``): each line the fields of one event,
+keyed by ``--signal-key`` (default: ``--key``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import yaml
 from pyflink.datastream import StreamExecutionEnvironment
 
+from flink_agents.api.internal import import_ref
 from flink_agents.plan import load_plan
 from flink_agents.runtime.flink import JobPaths, build_agent_job, use_project_logging
 
@@ -33,10 +36,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallelism", type=int, default=None)
     parser.add_argument("--checkpoint-interval-ms", type=int, default=2000)
     parser.add_argument("--memory-snapshots", action="store_true")
+    parser.add_argument("--signals", type=Path, default=None, help="a JSON-lines file or folder")
+    parser.add_argument("--signal-key", default=None, help="the field that keys the signals")
+    parser.add_argument("--signal-type", default=None, help="the signals' Event: module:Class")
     parser.add_argument(
         "--option", action="append", default=[], metavar="NAME=VALUE", help="an agent option"
     )
     args = parser.parse_args(argv)
+    if (args.signals is None) != (args.signal_type is None):
+        parser.error("--signals and --signal-type go together")
     options = {}
     for item in args.option:
         name, _, value = item.partition("=")
@@ -56,8 +64,18 @@ def main(argv: list[str] | None = None) -> None:
         output=output / "outputs",
         errors=output / "errors",
         memory=output / "memory" if args.memory_snapshots else None,
+        signals=args.signals.resolve() if args.signals else None,
     )
-    build_agent_job(env, plan, paths, args.key, args.checkpoint_interval_ms, **options)
+    build_agent_job(
+        env,
+        plan,
+        paths,
+        args.key,
+        args.checkpoint_interval_ms,
+        signal_key=args.signal_key,
+        signal_type=import_ref(args.signal_type) if args.signal_type else None,
+        **options,
+    )
     env.execute(f"flink-agents: {plan.name}")
 
 

@@ -23,16 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from flink_agents.cli._batch import Signals, run_json_lines
 from flink_agents.cli._demo import (
     _final_metrics,
     _job_name,
-    _lines_written,
     _model_for,
     _print_model,
+    execute_with_progress,
     with_model,
 )
 from flink_agents.examples import refunds
@@ -134,18 +133,7 @@ def _run_minicluster(
         event_log_dir=str(out / "event-log"),
         action_log_job=_job_name(),
     )
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
-    ) as progress:
-        task = progress.add_task("submitting the job")
-        client = env.execute_async(f"flink-agents demo --approvals: {plan.name}")
-        result = client.get_job_execution_result()
-        while not result.done():
-            written = _lines_written(paths.output)
-            progress.update(task, description=f"job running: {written} outputs written so far")
-            time.sleep(0.25)
-        result.result()
-        progress.update(task, description="job FINISHED")
+    execute_with_progress(env, f"flink-agents demo --approvals: {plan.name}", paths.output, console)
     return {
         "outputs": read_json_files(paths.output),
         "errors": read_json_files(paths.errors),

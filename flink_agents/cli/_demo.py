@@ -261,22 +261,7 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
         event_log_dir=str(out / "event-log"),
         action_log_job=job,
     )
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
-    ) as progress:
-        task = progress.add_task("submitting the job")
-        client = env.execute_async(f"flink-agents demo: {plan.name}")
-        result = client.get_job_execution_result()
-        while not result.done():
-            try:
-                status = client.get_job_status().result()
-            except Exception:  # the job just ended and its MiniCluster is shutting down
-                status = "ENDING"
-            written = _lines_written(paths.output)
-            progress.update(task, description=f"job {status}: {written} outputs written so far")
-            time.sleep(0.25)
-        result.result()
-        progress.update(task, description="job FINISHED")
+    execute_with_progress(env, f"flink-agents demo: {plan.name}", paths.output, console)
     errors = read_json_files(paths.errors)
     snapshots: dict[Any, dict[str, Any]] = {}
     for snapshot in read_json_files(paths.memory):
@@ -300,6 +285,30 @@ def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict
         "job": job,
         "log": None,
     }
+
+
+def execute_with_progress(env: Any, name: str, output: Path, console: Console) -> None:
+    """Run the job, showing its status and the outputs written so far until it ends.
+
+    Raises:
+        Exception: the job failed (PyFlink's error).
+    """
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
+    ) as progress:
+        task = progress.add_task("submitting the job")
+        client = env.execute_async(name)
+        result = client.get_job_execution_result()
+        while not result.done():
+            try:
+                status = client.get_job_status().result()
+            except Exception:  # the job just ended and its MiniCluster is shutting down
+                status = "ENDING"
+            written = _lines_written(output)
+            progress.update(task, description=f"job {status}: {written} outputs written so far")
+            time.sleep(0.25)
+        result.result()
+        progress.update(task, description="job FINISHED")
 
 
 def _job_name() -> str:

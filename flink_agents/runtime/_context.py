@@ -308,13 +308,7 @@ class ActionContext(RunnerContext):
             raise TypeError(f"sleep takes a timedelta, got {type(delay).__name__}")
         if delay < timedelta(0):
             raise FlinkAgentsError(f"sleep's delay must not be negative, got {delay}")
-        run, schedules = self.run, self._services.schedules
-        if run is None or schedules is None:
-            raise FlinkAgentsError(
-                "only an async def action of the agent's own run can sleep: not an action of "
-                "a sub-agent (ctx.run_agent) nor one of a fan-out group (sleep in an action "
-                "of its own, which the group's action sends an event to)"
-            )
+        run, schedules = self._own_run("sleep")
         index = self._sleeps
         self._sleeps += 1
         if index < len(run.wakes):  # an earlier execution of the action slept here
@@ -336,13 +330,7 @@ class ActionContext(RunnerContext):
             raise TypeError(f"wait_for's timeout is a timedelta, got {type(timeout).__name__}")
         if timeout is not None and timeout < timedelta(0):
             raise FlinkAgentsError(f"wait_for's timeout must not be negative, got {timeout}")
-        run, schedules = self.run, self._services.schedules
-        if run is None or schedules is None:
-            raise FlinkAgentsError(
-                "only an async def action of the agent's own run can wait: not an action of "
-                "a sub-agent (ctx.run_agent) nor one of a fan-out group (wait in an action "
-                "of its own, which the group's action sends an event to)"
-            )
+        run, schedules = self._own_run("wait")
         index = self._waits
         self._waits += 1
         if index == len(run.waits):  # not an earlier execution's wait: a new one
@@ -351,6 +339,22 @@ class ActionContext(RunnerContext):
                 until_ms = schedules.now_ms() + timeout // timedelta(milliseconds=1)
             run.waits = (*run.waits, Waited(event_type, until_ms))
         return _WaitFor(self, run, index, raise_on_timeout)
+
+    def _own_run(self, verb: str) -> tuple[RunState, Schedules]:
+        """The run an action that may ``verb`` (sleep, wait) is a step of, and the key's
+        schedules.
+
+        Raises:
+            FlinkAgentsError: a sub-agent's action, or a fan-out member (no run of its own).
+        """
+        run, schedules = self.run, self._services.schedules
+        if run is None or schedules is None:
+            raise FlinkAgentsError(
+                f"only an async def action of the agent's own run can {verb}: not an action "
+                f"of a sub-agent (ctx.run_agent) nor one of a fan-out group ({verb} in an "
+                "action of its own, which the group's action sends an event to)"
+            )
+        return run, schedules
 
     @property
     def sensory_memory(self) -> MemoryObject:

@@ -47,8 +47,7 @@ from flink_agents.runtime._scheduling import (
     next_due_ms,
     resume_waiting,
     signal_of,
-    take_due,
-    take_woken,
+    take_all_due,
     wake_input,
     woken_sequence,
 )
@@ -306,23 +305,10 @@ class KeyDriver:
         self.parked.timer_fired(key, timers)
         control = self._control(key, state)
         if (control.scheduled or control.waiting) and not self.input_ended:
-            due = self._take_due(control, timers.now_ms())
+            due = take_all_due(control, timers.now_ms())
             if due:
                 return self._fire(key, due, control, state, timers)
         return self._wake(key, state, timers, draining=False)
-
-    @staticmethod
-    def _take_due(control: KeyControl, until_ms: int) -> list[EventScheduled | WaitingRun]:
-        """The key's scheduled events and waiting runs due by ``until_ms`` (taken from
-        ``control``, the runs marked queued), in due order (a waiting run first on a tie:
-        it started before the events its key's runs scheduled)."""
-        woken: list[EventScheduled | WaitingRun] = (
-            take_woken(control, until_ms) if control.waiting else []
-        )
-        due = take_due(control, until_ms) if control.scheduled else []
-        if not woken:
-            return due
-        return sorted([*woken, *due], key=_due_ms) if due else woken
 
     def _fire(
         self,
@@ -379,7 +365,7 @@ class KeyDriver:
         schedules = self.schedules
         try:
             while (due_ms := next_due_ms(control)) is not None and due_ms <= horizon:
-                due = self._take_due(control, due_ms)
+                due = take_all_due(control, due_ms)
                 # A run of the event schedules from its due time, not from the end of input
                 # (nor from the local runner's clock, which may have jumped past it).
                 schedules.clock_ms = due_ms

@@ -37,7 +37,13 @@ from flink_agents.runtime._input_order import InputOrder
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._options import AgentOptions, load_options
-from flink_agents.runtime._records import BadRecord, rejected, signal_event, take_key
+from flink_agents.runtime._records import (
+    BadRecord,
+    rejected,
+    signal_event,
+    signal_type,
+    take_key,
+)
 from flink_agents.runtime._scheduling import NEVER_MS, is_queued_due, signal_input
 from flink_agents.runtime.action_log import open_action_log
 from flink_agents.runtime.journal import ActionJournal
@@ -510,7 +516,7 @@ class LocalAgentBuilder(AgentBuilder):
         times out at the end of input, as on Flink)."""
         if self._ran:
             raise FlinkAgentsError("this input already ran: add signals before its outputs")
-        self._signals.append((signals, key_function(key_selector), event_type))
+        self._signals.append((signals, key_function(key_selector), signal_type(event_type)))
         return self
 
     def to_keyed_list(self) -> list[tuple[Any, Any]]:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
-from flink_agents.api import Event
+from flink_agents.api import Event, FlinkAgentsError
 
 
 class BadRecord(ValueError):
@@ -45,6 +45,19 @@ def take_key(key_of: Callable[[Any], Any], record: Any) -> Any:
     except TypeError:
         raise BadRecord(f"key {key!r:.100} is not hashable ({type(key).__name__})") from None
     return key
+
+
+def signal_type(event_type: Any) -> type[Event] | None:
+    """``with_signals``' ``event_type``, checked: None or an ``Event`` class.
+
+    Raises:
+        FlinkAgentsError: it is something else.
+    """
+    if event_type is not None and not (
+        isinstance(event_type, type) and issubclass(event_type, Event)
+    ):
+        raise FlinkAgentsError(f"event_type must be an Event class, got {event_type!r}")
+    return event_type
 
 
 def signal_event(record: Any, event_type: type[Event] | None) -> Event:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api import Event, EventScheduled, ScheduleCancelled
@@ -93,12 +93,33 @@ def woken_sequence(record: Any) -> int | None:
     return record[2]["sequence"]
 
 
-def take_woken(control: KeyControl, until_ms: int) -> list[WaitingRun]:
-    """The key's waiting runs due by ``until_ms`` that are not yet queued, now marked
-    queued (the caller starts or queues them), soonest first."""
-    woken = [entry for entry in control.waiting if not entry.queued and entry.due_ms <= until_ms]
-    for entry in woken:
-        entry.queued = True
+def take_all_due(control: KeyControl, until_ms: int) -> list[EventScheduled | WaitingRun]:
+    """The key's scheduled events and waiting runs due by ``until_ms``, in due order (a
+    waiting run first on a tie: it began before the events its key's runs scheduled). The
+    events are taken out of ``control``; the waiting runs stay, marked queued (the caller
+    starts or queues them)."""
+    woken: list[EventScheduled | WaitingRun] = (
+        _take_woken(control, until_ms) if control.waiting else []
+    )
+    due = _take_scheduled(control, until_ms) if control.scheduled else []
+    if not woken:
+        return due
+    return sorted([*woken, *due], key=_due) if due else woken
+
+
+def _take_woken(control: KeyControl, until_ms: int) -> list[WaitingRun]:
+    """The key's waiting runs due by ``until_ms`` and not yet queued, soonest first, now
+    marked queued: new entries in a new tuple (a copy of the control value that shares the
+    old ones keeps them as they were)."""
+    woken: list[WaitingRun] = []
+    waiting = []
+    for entry in control.waiting:
+        if not entry.queued and entry.due_ms <= until_ms:
+            entry = replace(entry, queued=True)
+            woken.append(entry)
+        waiting.append(entry)
+    if woken:
+        control.waiting = tuple(waiting)
     return woken
 
 
@@ -259,11 +280,11 @@ class Schedules:
         control.scheduled = tuple(kept)
 
 
-def _due(entry: EventScheduled) -> int:
+def _due(entry: EventScheduled | WaitingRun) -> int:
     return entry.due_ms
 
 
-def take_due(control: KeyControl, until_ms: int) -> list[EventScheduled]:
+def _take_scheduled(control: KeyControl, until_ms: int) -> list[EventScheduled]:
     """Remove and return the key's scheduled events due by ``until_ms``, soonest first."""
     scheduled = control.scheduled
     count = bisect.bisect_right(scheduled, until_ms, key=_due)

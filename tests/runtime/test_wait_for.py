@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment
+from flink_agents.api import ActionExecutionError, AgentsExecutionEnvironment, FlinkAgentsError
 from flink_agents.runtime import LocalRunner
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime.action_log import InMemoryActionLog
@@ -211,6 +211,14 @@ def test_signals_of_a_second_list_and_bad_signal_records_go_to_the_error_output(
     )
     assert builder.to_list() == [{"refund": 1, "approved": None, "answer_for": None, "count": 1}]
     assert "a signal must be an Event, got tuple" in builder.error_stream()[0]["reason"]
+
+
+def test_with_signals_takes_only_an_event_class():
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    with pytest.raises(
+        FlinkAgentsError, match="event_type must be an Event class, got <class 'dict'>"
+    ):
+        env.from_list([]).with_signals([], "customer", event_type=dict)
 
 
 @pytest.mark.parametrize(

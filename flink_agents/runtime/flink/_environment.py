@@ -33,6 +33,7 @@ from flink_agents.runtime._records import (
     RejectedRecord,
     rejected,
     signal_event,
+    signal_type,
     take_key,
 )
 from flink_agents.runtime._scheduling import signal_input
@@ -217,11 +218,7 @@ class FlinkAgentBuilder(AgentBuilder):
             raise FlinkAgentsError(
                 f"with_signals takes a DataStream or a Table, got {type(signals).__name__}"
             )
-        if event_type is not None and not (
-            isinstance(event_type, type) and issubclass(event_type, Event)
-        ):
-            raise FlinkAgentsError(f"event_type must be an Event class, got {event_type!r}")
-        self._signals.append((signals, key_function(key_selector), event_type))
+        self._signals.append((signals, key_function(key_selector), signal_type(event_type)))
         return self
 
     def to_datastream(self) -> DataStream:

@@ -61,6 +61,27 @@ def test_main_job_runs_every_python_operator_in_thread_mode_by_default(tmp_path)
     assert len(embedded) >= 10
 
 
+def test_main_job_reads_signals_from_files_of_their_own(tmp_path):
+    from flink_agents.examples.refunds import Approval
+
+    env = flink_environment(mode=None)
+    paths = JobPaths(
+        REPO / "data/refund_requests.jsonl",
+        tmp_path / "out",
+        tmp_path / "err",
+        signals=REPO / "data/refund_approvals.jsonl",
+    )
+    build_agent_job(
+        env, load_plan(REPO / "plans/refunds.yaml"), paths, "customer", signal_type=Approval
+    )
+    embedded = [name for names in python_operators(env).values() for name in names]
+    assert {"parse", "signals-parse", "agent-signals:refunds", "agent:refunds"} <= set(embedded)
+    with pytest.raises(ValueError, match="signals need signal_type"):
+        build_agent_job(
+            flink_environment(mode=None), load_plan(REPO / "plans/refunds.yaml"), paths, "customer"
+        )
+
+
 def test_main_job_keeps_process_mode_when_the_job_chose_it(tmp_path):
     operators = python_operators(main_job(flink_environment(mode="process"), tmp_path))
     assert operators and all(cls.startswith("ExternalPython") for cls in operators), operators

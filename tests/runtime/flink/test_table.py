@@ -464,6 +464,21 @@ def test_table_environments_that_do_not_fit_the_job_are_refused(tmp_path):
     assert agents.t_env is t_env
 
 
+def test_signals_that_do_not_fit_are_refused(tmp_path):
+    agents, t_env, tickets = table_setup(tmp_path)
+    builder = agents.from_table(tickets, "customer")
+    nudges = t_env.from_elements([("dee", "call me")], ["customer", "text"])
+    with pytest.raises(FlinkAgentsError, match="a table's rows are not events: pass event_type="):
+        builder.with_signals(nudges, "customer")
+    with pytest.raises(FlinkAgentsError, match="with_signals takes a DataStream or a Table"):
+        builder.with_signals([Nudge(text="hi")], "customer")
+    with pytest.raises(FlinkAgentsError, match="event_type must be an Event class"):
+        builder.with_signals(nudges, "customer", event_type=dict)
+    builder.apply(NudgedReplyAgent).to_datastream()
+    with pytest.raises(FlinkAgentsError, match="add signals before asking for the agent's"):
+        builder.with_signals(nudges, "customer", event_type=Nudge)
+
+
 def test_the_local_runner_points_to_from_list():
     local = AgentsExecutionEnvironment.get_execution_environment()
     with pytest.raises(FlinkAgentsError, match=r"from_table needs the Flink runner.*from_list"):
