@@ -18,7 +18,7 @@ due event starts a run, at once or queued (as ``wake_input``) behind the run in 
 A run whose action waits for a signal (``ctx.wait_for``) is set aside the same way, its
 ``WaitingRun`` naming the signal's type and timing out at ``wake_ms`` (None: never). A
 signal comes as a key's input, tagged (``signal_input``): when the driver starts it, the
-key's first run waiting for its type, not yet woken by its timeout, takes it as its answer
+key's oldest run waiting for its type, not yet woken by its timeout, takes it as its answer
 and resumes (``answer_waiting``); with none, the signal starts a run of its own, as a due
 event does.
 """
