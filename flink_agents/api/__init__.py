@@ -22,6 +22,7 @@ from flink_agents.api._chat import (
 from flink_agents.api._context import RunnerContext
 from flink_agents.api._embedding import BaseEmbeddingModel, EmbeddingError
 from flink_agents.api._environment import AgentBuilder, AgentsExecutionEnvironment
+from flink_agents.api._erasure import ForgetKey
 from flink_agents.api._errors import (
     ActionExecutionError,
     FlinkAgentsError,
@@ -92,6 +93,7 @@ __all__ = [
     "Event",
     "EventScheduled",
     "FlinkAgentsError",
+    "ForgetKey",
     "FunctionTool",
     "Gauge",
     "Histogram",

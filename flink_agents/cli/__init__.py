@@ -9,7 +9,7 @@ from pathlib import Path
 
 from flink_agents.api import PlanError
 from flink_agents.api.internal import RefError, import_ref
-from flink_agents.cli import _history, _knowledge, _log
+from flink_agents.cli import _forget, _history, _knowledge, _log
 from flink_agents.plan import compile_agent, load_plan
 
 
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     _knowledge.add_parser(commands)
     _history.add_parser(commands)
     _log.add_parser(commands)
+    _forget.add_parser(commands)
 
     llm = commands.add_parser(
         "llm-server", help="serve a scripted OpenAI-compatible TEST STAND-IN (not a real model)"
@@ -232,6 +233,7 @@ _COMMANDS = {
     "cluster": _cmd_cluster,
     "llm-server": _cmd_llm_server,
     "knowledge": _knowledge.run,
+    "forget": _forget.run,
     "history": _history.run,
     "log": _log.run,
 }

@@ -23,6 +23,7 @@ __getattr__ = lazy_attributes(
         "LocalExecutionEnvironment": "flink_agents.runtime._local",
         "LocalRunner": "flink_agents.runtime._local",
         "local_journal": "flink_agents.runtime._local",
+        "forget_stored_key": "flink_agents.runtime._erasure",
     },
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "RunEngine",
     "RunState",
     "StepResult",
+    "forget_stored_key",
     "knowledge_stores",
     "load_knowledge",
     "load_options",

@@ -390,7 +390,7 @@ class ActionContext(RunnerContext):
         long_term = self._services.long_term
         if long_term is None:
             return super().knowledge
-        return long_term.knowledge(self.ids)
+        return long_term.knowledge(self.ids, self._key)
 
     def external_id(self) -> str:
         return self.ids.external_id()

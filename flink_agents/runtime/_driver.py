@@ -35,6 +35,7 @@ from typing import Any, NamedTuple, Protocol
 from flink_agents.api import ActionExecutionError, EventScheduled
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import Done, Outcome, Parked, RunEngine, RunState, StepResult
+from flink_agents.runtime._erasure import forget_request_of
 from flink_agents.runtime._parking import ParkedRun, ParkedRuns
 from flink_agents.runtime._records import failed_run
 from flink_agents.runtime._run_state import Suspension, Wake
@@ -44,6 +45,7 @@ from flink_agents.runtime._scheduling import (
     answer_waiting,
     due_event_of,
     due_input,
+    is_tagged_input,
     next_due_ms,
     resume_waiting,
     signal_of,
@@ -73,6 +75,10 @@ class KeyControl:
     """The key's pending scheduled events (``ctx.schedule``), soonest first."""
     waiting: tuple[WaitingRun, ...] = ()
     """The key's runs set aside while an action sleeps (``ctx.sleep``), soonest first."""
+    forgets: int = 0
+    """``ForgetKey`` requests among the queued inputs: until their turn, the key's scheduled
+    events and waiting runs do not fire (the erasure drops them: they are not queued
+    behind it)."""
 
 
 class _KeyCache:
@@ -135,8 +141,11 @@ class Timers(Protocol):
         ...
 
     def cancel(self, due_ms: int) -> None:
-        """Forget this key's wake-up at ``due_ms`` (only runners that resume parked runs
-        from other keys' callbacks need it: see ``ParkedRuns.resume_elsewhere``)."""
+        """Forget this key's wake-up at ``due_ms`` (if it has one)."""
+        ...
+
+    def cancel_end(self) -> None:
+        """Forget this key's call at the end of input (``wake_at_end``), if it has one."""
         ...
 
 
@@ -232,7 +241,7 @@ class KeyDriver:
                 self._plain_runs
                 and known is not None
                 and known.sensory is not None
-                and (type(record) is not tuple or signal_of(record) is None)
+                and (type(record) is not tuple or not is_tagged_input(record))
             ):
                 return self._run_plain(key, record, control, state, timers, known)
             return self._drive(key, control, state, timers, record=record, known=known)
@@ -278,6 +287,8 @@ class KeyDriver:
         parked = self.parked.get(key)
         state.push_pending(record)
         control.pending += 1
+        if type(record) is tuple and forget_request_of(record) is not None:
+            control.forgets += 1
         self.parked.input_queued()
         if parked is not None and parked.future.done():
             # The key's durable call is already done: resume its run now rather than at the
@@ -304,7 +315,7 @@ class KeyDriver:
         later."""
         self.parked.timer_fired(key, timers)
         control = self._control(key, state)
-        if (control.scheduled or control.waiting) and not self.input_ended:
+        if (control.scheduled or control.waiting) and not (self.input_ended or control.forgets):
             due = take_all_due(control, timers.now_ms())
             if due:
                 return self._fire(key, due, control, state, timers)
@@ -474,9 +485,9 @@ class KeyDriver:
             if control.run is not None:
                 run = control.run
             else:
-                run = self._start(key, control, record, sensory)
+                run = self._start(key, control, record, state, timers, sensory, short_term)
         try:
-            while True:
+            while run is not None:  # (None: a forget request with nothing queued behind it)
                 set_aside = False
                 while run.queue or run.ready:
                     started = time.perf_counter() if logging_events else 0.0
@@ -557,7 +568,9 @@ class KeyDriver:
                     return
                 control.pending -= 1
                 self.parked.queued_input_started()
-                run = self._start(key, control, state.pop_pending(), sensory)
+                run = self._start(
+                    key, control, state.pop_pending(), state, timers, sensory, short_term
+                )
         finally:  # Flink's state is complete whenever this callback returns
             # (nothing to do for a map the callback did not change)
             _flush(control, state, sensory, short_term)
@@ -621,10 +634,20 @@ class KeyDriver:
         if known is not None:
             known.control = control
 
-    def _start(self, key: Any, control: KeyControl, record: Any, sensory: StateMap) -> RunState:
+    def _start(
+        self,
+        key: Any,
+        control: KeyControl,
+        record: Any,
+        state: KeyState,
+        timers: Timers,
+        sensory: CachedState,
+        short_term: CachedState,
+    ) -> RunState | None:
         """The run to go on with: a new one for an input record, a due scheduled event or a
         signal no run waits for; or a waiting run that woke (``wake_input``) or that a
-        signal answers (``answer_waiting``), its sensory memory put back."""
+        signal answers (``answer_waiting``), its sensory memory put back. A forget request
+        erases the key (``_forget``) and the next queued input goes on (None: none is)."""
         woken = woken_sequence(record)
         if woken is not None:
             entry = resume_waiting(control, woken)
@@ -642,6 +665,18 @@ class KeyDriver:
                         self.event_log.event(key, entry.run.sequence, None, signal, "signal")
                     return self._resume_waiting(key, entry, sensory)
                 due = signal  # no run waits for it: a run of its own, as a due event
+            else:
+                request = forget_request_of(record)
+                if request is not None:
+                    self._forget(key, request, control, state, timers, sensory, short_term)
+                    if not control.pending:
+                        return None
+                    control.pending -= 1
+                    self.parked.queued_input_started()
+                    next_record = state.pop_pending()
+                    return self._start(
+                        key, control, next_record, state, timers, sensory, short_term
+                    )
         control.sequence += 1
         if due is not None:  # a scheduled event, due
             if self.event_log.enabled:
@@ -650,6 +685,50 @@ class KeyDriver:
         if self.event_log.enabled:
             self.event_log.run_started(key, control.sequence, record)
         return self.engine.start(key, control.sequence, record)
+
+    def _forget(
+        self,
+        key: Any,
+        request: dict[str, Any],
+        control: KeyControl,
+        state: KeyState,
+        timers: Timers,
+        sensory: CachedState,
+        short_term: CachedState,
+    ) -> None:
+        """Erase ``key`` (its ``ForgetKey``'s turn came: no run of it is in progress, the
+        inputs queued behind the request stay): its memory, scheduled events and waiting
+        runs with their timers, then what it left outside Flink state (``RunEngine.forget``);
+        the event log confirms it without naming the key. Its control value starts afresh
+        (run sequence 0, removed from state with nothing queued: ``KeyState.set_control``)."""
+        for entry in control.scheduled:
+            timers.cancel(entry.due_ms)
+        for entry in control.waiting:
+            self._sleeping_since.pop((key, entry.run.sequence), None)
+            if entry.wake_ms is not None and not entry.queued:
+                timers.cancel(entry.wake_ms)
+        removed = {
+            "scheduled_events": len(control.scheduled),
+            "waiting_runs": len(control.waiting),
+        }
+        sensory.clear()
+        short_term.clear()
+        control.sequence = 0
+        control.scheduled = control.waiting = ()
+        control.forgets = max(0, control.forgets - 1)
+        if not control.pending:
+            timers.cancel_end()
+        # What this driver kept of the key goes too (the caller's entry, if it holds one,
+        # is no longer the key's: the next callback reads the key's state afresh).
+        self._keys.pop(key, None)
+        removed.update(self.engine.forget(key))
+        self.metrics.key_forgotten()
+        self.event_log.key_forgotten(key, request.get("request_id"), removed)
+        logger.info(
+            "forgot a key on request %r: removed %s",
+            request.get("request_id"),
+            ", ".join(f"{count} {what}" for what, count in removed.items()),
+        )
 
     def _resume_waiting(self, key: Any, entry: WaitingRun, sensory: StateMap) -> RunState:
         """The run set aside as ``entry`` (taken from the key's waiting runs), its sensory

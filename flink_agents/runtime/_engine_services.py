@@ -130,6 +130,16 @@ class EngineServices:
                     if self.journal is not None:
                         self.journal.close()
 
+    def forget(self, key: Any) -> dict[str, int]:
+        """Remove what ``key`` left outside Flink state (``ForgetKey``; the driver erases
+        its state): its action-log records, its long-term memory and the knowledge items
+        its runs wrote. How many of each went, by kind."""
+        removed: dict[str, int] = {}
+        if self.journal is not None:
+            removed["action_log_records"] = self.journal.forget_key(key)
+        removed.update(self.long_term.forget_key(key))
+        return removed
+
     def sub_runs(self) -> Any:
         """The engines of the sub-agents this engine's actions run (``SubRuns``)."""
         if self._sub_runs is None:

@@ -156,8 +156,55 @@ class FileSink:
     def __call__(self, line: str) -> None:
         self._handler.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
 
+    def purge_key(self, key: Any) -> int:
+        """Remove the lines of ``key`` from this sink's files (``purge_key_lines``), the
+        file being written closed meanwhile (the next line opens it again); how many."""
+        handler = self._handler
+        handler.acquire()
+        try:
+            if handler.stream is not None:
+                handler.stream.close()
+                handler.stream = None
+            return sum(purge_key_lines(file, key) for file in log_files(self.path.parent))
+        finally:
+            handler.release()
+
     def close(self) -> None:
         self._handler.close()
+
+
+def log_files(directory: Path) -> list[Path]:
+    """The event-log files under ``directory`` (rolled ones too), at any depth."""
+    return sorted(
+        file
+        for file in directory.rglob("*.jsonl*")
+        if file.is_file() and ".purging" not in file.name
+    )
+
+
+def purge_key_lines(file: Path, key: Any) -> int:
+    """Rewrite ``file`` without the lines whose ``key`` is ``key`` (as ``to_jsonable``
+    writes it; lines that are not JSON objects stay); how many went. The file is replaced
+    whole (written beside it, then renamed), so a reader sees it before or after."""
+    wanted = to_jsonable(key)
+    kept: list[str] = []
+    removed = 0
+    with open(file, encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and "key" in record and record["key"] == wanted:
+                removed += 1
+            else:
+                kept.append(line)
+    if removed:
+        partial = file.with_name(f"{file.name}.purging")
+        with open(partial, "w", encoding="utf-8") as out:
+            out.writelines(kept)
+        os.replace(partial, file)
+    return removed
 
 
 class CallbackSink:
@@ -295,6 +342,29 @@ class EventLog:
                 until_ms=until_ms,
                 signal=signal,
             )
+
+    def key_forgotten(self, key: Any, request_id: str | None, removed: dict[str, int]) -> None:
+        """A key was erased (``ForgetKey``): its lines leave this log's files (a sink that
+        can: ``FileSink``), then one ``key_forgotten`` record confirms it, naming neither
+        the key nor anything of its data: the request's ``request_id`` and what went, by
+        kind (``removed``; ``event_log_lines`` added here)."""
+        if not self.enabled:
+            return
+        purge = getattr(self._sink, "purge_key", None)
+        if purge is not None:
+            with self._lock:
+                removed = {**removed, "event_log_lines": purge(key)}
+        record = {
+            "v": SCHEMA_VERSION,
+            "ts": round(self._clock() * 1000),
+            "kind": "key_forgotten",
+            "job": self._job,
+            "request_id": request_id,
+            "removed": removed,
+        }
+        line = json.dumps(record, ensure_ascii=False)
+        with self._lock:
+            self._sink(line)  # type: ignore[misc]
 
     def metrics(self, values: Mapping[str, Any]) -> None:
         """The operator's final metric values (``AgentMetrics.snapshot``), written when it

@@ -32,6 +32,7 @@ from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._driver import Emission, KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._erasure import keyed_input
 from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._input_order import InputOrder
 from flink_agents.runtime._keys import key_function
@@ -42,7 +43,6 @@ from flink_agents.runtime._records import (
     rejected,
     signal_event,
     signal_type,
-    take_key,
 )
 from flink_agents.runtime._scheduling import NEVER_MS, is_queued_due, signal_input
 from flink_agents.runtime.action_log import open_action_log
@@ -105,7 +105,22 @@ class LocalKeyState:
         return _copied(self.stored_control)
 
     def set_control(self, control: KeyControl) -> None:
-        self.stored_control = _copied(control)
+        # A key forgotten (``ForgetKey``) with nothing queued keeps no control value, as on
+        # Flink (``_FlinkKeyState.set_control``).
+        self.stored_control = (
+            None if control.sequence == 0 and control == _FORGOTTEN else _copied(control)
+        )
+
+    @property
+    def empty(self) -> bool:
+        """Whether the key holds nothing (never ran, or was forgotten)."""
+        return (
+            self.stored_control is None
+            and not self.pending
+            and not self.origins
+            and not self.sensory
+            and not self.short_term
+        )
 
     def push_pending(self, record: Any) -> None:
         if self.admit is not None and is_queued_due(record):
@@ -120,13 +135,21 @@ class LocalKeyState:
         return self.pending.popleft()
 
 
+_FORGOTTEN = KeyControl()
+
+
 def _copied(control: KeyControl | None) -> KeyControl | None:
     """A shallow copy of ``control``, made by its constructor (``copy.copy`` goes through
     ``__reduce_ex__``: see ``bench/RESULTS.md``)."""
     if control is None:
         return None
     return KeyControl(
-        control.sequence, control.run, control.pending, control.scheduled, control.waiting
+        control.sequence,
+        control.run,
+        control.pending,
+        control.scheduled,
+        control.waiting,
+        control.forgets,
     )
 
 
@@ -166,6 +189,16 @@ class _LocalTimers:
 
     def wake_at_end(self) -> None:
         self.runner._at_end.add(self.key)
+
+    def cancel(self, due_ms: int) -> None:
+        timers = self.runner._timers
+        kept = [t for t in timers if not (t[0] == due_ms and t[2] == self.key)]
+        if len(kept) < len(timers):
+            timers[:] = kept
+            heapq.heapify(timers)
+
+    def cancel_end(self) -> None:
+        self.runner._at_end.discard(self.key)
 
 
 class LocalRunner:
@@ -447,7 +480,10 @@ class LocalRunner:
             state.ended.clear()
             if origins and not state.in_progress:
                 order.close(origins.popleft())
-            self._watch(key)
+            if state.stored_control is None and state.empty:
+                del self._states[key]  # forgotten (``ForgetKey``): nothing of it is kept
+            else:
+                self._watch(key)
 
     def _release(self, items: list[Any] | None = None) -> None:
         """Report what the order releases (or ``items``, released already): outputs to
@@ -560,20 +596,21 @@ class LocalAgentBuilder(AgentBuilder):
         try:
             for record in self._records:
                 try:
-                    key = take_key(self._key_of, record)
+                    key, value = keyed_input(self._key_of, record)
                 except BadRecord as error:  # bad input, whatever the error policy
                     runner.reject(rejected(str(error), input=record))
                     continue
-                runner.feed(key, record)
+                runner.feed(key, value)
             for signals, key_of, event_type in self._signals:
                 for record in signals:
                     try:
-                        key = take_key(key_of, record)
-                        event = signal_event(record, event_type)
+                        key, value = keyed_input(key_of, record)
+                        if value is record:  # (not a ForgetKey)
+                            value = signal_input(signal_event(record, event_type))
                     except BadRecord as error:
                         runner.reject(rejected(str(error), input=record))
                         continue
-                    runner.feed(key, signal_input(event))
+                    runner.feed(key, value)
             runner.finish()
         except BaseException:
             self._failed = True

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flink_agents._ids import memory_key_text
 from flink_agents.api import BaseEmbeddingModel, ResourceType
 from flink_agents.memory import IdMinter
 from flink_agents.runtime._deadline import Deadline
@@ -77,10 +78,27 @@ class LongTermProvider:
         assert self._memory is not None
         return self._memory.for_key(key, ids)
 
-    def knowledge(self, ids: IdMinter) -> VectorKnowledge:
+    def knowledge(self, ids: IdMinter, key: Any = None) -> VectorKnowledge:
+        """Knowledge as an action of ``key`` sees it: the items it writes are the key's
+        (``forget_key``)."""
         self._open()
         assert self._knowledge is not None
-        return self._knowledge.bound(ids)
+        return self._knowledge.bound(ids, None if key is None else memory_key_text(key))
+
+    def forget_key(self, key: Any) -> dict[str, int]:
+        """Delete ``key``'s long-term memory and the knowledge items its runs wrote, by
+        kind: nothing to do (and nothing opened) where no store was ever made."""
+        location = self.location()
+        remote = location.startswith(("http://", "https://"))
+        never_made = location == ":memory:" or not Path(location).exists()
+        if self._memory is None and not remote and never_made:
+            return {}
+        self._open()
+        assert self._memory is not None and self._knowledge is not None
+        return {
+            "long_term_items": self._memory.forget_key(key),
+            "knowledge_items": self._knowledge.forget_owner(memory_key_text(key)),
+        }
 
     def close(self, timeout: float | None = 60.0) -> None:
         """Store added items and let running compactions finish, all within ``timeout``

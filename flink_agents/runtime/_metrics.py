@@ -320,6 +320,7 @@ class AgentMetrics:
         self._answered = group.fast_counter("numOfWaitsAnswered")
         self._timed_out = group.fast_counter("numOfWaitsTimedOut")
         self._signals = group.fast_counter("numOfSignals")
+        self._forgotten = group.fast_counter("numOfKeysForgotten")
         self._per_action: dict[str, FastCounter] = {}
         self._per_function: dict[str, tuple[SharedCounter, SharedCounter, WindowHistogram]] = {}
         self._per_model: dict[str, tuple[SharedCounter, ...]] = {}
@@ -372,6 +373,10 @@ class AgentMetrics:
         self._signals.count += 1
         if answered:
             self._answered.count += 1
+
+    def key_forgotten(self) -> None:
+        """A key was erased on request (``ForgetKey``)."""
+        self._forgotten.count += 1
 
     def wait_timed_out(self) -> None:
         """A run waiting for a signal resumed at its timeout, without one."""

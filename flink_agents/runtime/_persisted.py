@@ -28,11 +28,16 @@ its module path, and every record carries its format and version (``docs/upgradi
     its ``waiting`` entries with ``signal`` (the event type waited for, the user's class;
     None for a sleep) and ``wake_ms`` None for a wait without a timeout. A key whose waiting
     runs all sleep is still written as version 4.
+``("flink-agents/control", 6, {...})``
+    A key with ``ForgetKey`` requests queued behind its run in progress: version 5's
+    fields and ``forgets``, their number (while it is not 0, the key's scheduled events and
+    waiting runs do not fire). Any other key is written as before.
 
 A due scheduled event waiting behind a key's run in progress sits in the key's queue of
 inputs as ``("flink-agents/due", 1, {handle, due_ms, event})``, a due waiting run as
 ``("flink-agents/wake", 1, {sequence})``, a signal as ``("flink-agents/signal", 1, {event})``
-(``runtime/_scheduling.py``).
+(``runtime/_scheduling.py``), a forget request as ``("flink-agents/forget", 1,
+{request_id})`` (``runtime/_erasure.py``).
 
 A run's fields (``encode_run``) are version 1, or version 2 when its head action has slept
 (``wakes``: the times its sleeps end), or version 3 when it has waited for a signal
@@ -60,10 +65,11 @@ from flink_agents.runtime._scheduling import WaitingRun, scheduled_entry, schedu
 from flink_agents.runtime._unvalidated import input_event
 
 CONTROL_TAG = "flink-agents/control"
-CONTROL_VERSION = 5
+CONTROL_VERSION = 6
 """Version 1: release 0.1.0's ``(sequence, RunState, pending)`` tuple (read, never written);
 2: without scheduled events (written for a key that has none); 3: without waiting runs
-(written for a key that has none); 4: without runs waiting for a signal."""
+(written for a key that has none); 4: without runs waiting for a signal; 5: without
+queued forget requests."""
 OBJECT_TAG = "flink-agents/object"
 """An object of a waiting run's sensory memory (its field names), as ``encode_control``
 keeps it."""
@@ -81,15 +87,18 @@ def encode_control(control: KeyControl) -> Any:
         return control.sequence
     run = None if control.run is None else encode_run(control.run)
     fields = {"sequence": control.sequence, "run": run, "pending": control.pending}
-    if not control.scheduled and not control.waiting:
+    if not control.scheduled and not control.waiting and not control.forgets:
         return (CONTROL_TAG, 2, fields)
     fields["scheduled"] = tuple(scheduled_fields(entry) for entry in control.scheduled)
-    if not control.waiting:
+    if not control.waiting and not control.forgets:
         return (CONTROL_TAG, 3, fields)
     fields["waiting"] = tuple(_waiting_fields(entry) for entry in control.waiting)
+    if control.forgets:
+        fields["forgets"] = control.forgets
+        return (CONTROL_TAG, CONTROL_VERSION, fields)
     if not any(entry.signal is not None for entry in control.waiting):
         return (CONTROL_TAG, 4, fields)
-    return (CONTROL_TAG, CONTROL_VERSION, fields)
+    return (CONTROL_TAG, 5, fields)
 
 
 def _waiting_fields(entry: WaitingRun) -> dict[str, Any]:
@@ -149,6 +158,7 @@ def decode_control(stored: Any) -> KeyControl | None:
                 fields["pending"],
                 () if scheduled is None else tuple(scheduled_entry(f) for f in scheduled),
                 () if waiting is None else tuple(_waiting_run(f) for f in waiting),
+                fields.get("forgets", 0),  # (version 6)
             )
         if len(stored) == 3 and type(stored[0]) is int:  # version 1 (0.1.0 and before)
             return KeyControl(*stored)

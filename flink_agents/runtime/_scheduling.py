@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api import Event, EventScheduled, ScheduleCancelled
+from flink_agents.runtime._erasure import FORGET_TAG
 
 if TYPE_CHECKING:
     from flink_agents.runtime._driver import KeyControl, Timers
@@ -82,6 +83,12 @@ def is_queued_due(record: Any) -> bool:
     """Whether a queued input is a due event (``due_input``) or a due waiting run
     (``wake_input``), not an input record."""
     return type(record) is tuple and len(record) == 3 and record[0] in (DUE_TAG, WAKE_TAG)
+
+
+def is_tagged_input(record: Any) -> bool:
+    """Whether a tuple that came as a key's input is one of ours, not the user's record: a
+    signal (``signal_input``) or a forget request (``runtime/_erasure.py``)."""
+    return len(record) == 3 and record[0] in (SIGNAL_TAG, FORGET_TAG)
 
 
 def woken_sequence(record: Any) -> int | None:

@@ -39,6 +39,7 @@ def test_public_names_are_pinned():
         "Event",
         "EventScheduled",
         "FlinkAgentsError",
+        "ForgetKey",
         "FunctionTool",
         "Gauge",
         "Histogram",

@@ -8,6 +8,7 @@ sees. ``VectorKnowledge`` keeps knowledge sets, shared by every key, in another 
 
 from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._compaction import CompactionError, Compactor
+from flink_agents.memory.long_term._forget import delete_key_points, delete_owned_knowledge
 from flink_agents.memory.long_term._knowledge import (
     KNOWLEDGE_COLLECTION,
     StoredKnowledgeSet,
@@ -41,6 +42,8 @@ __all__ = [
     "StoredMemorySet",
     "VectorKnowledge",
     "VectorLongTermMemory",
+    "delete_key_points",
+    "delete_owned_knowledge",
     "documents_from",
     "load_documents",
     "open_knowledge_set",

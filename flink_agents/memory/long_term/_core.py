@@ -33,6 +33,7 @@ from flink_agents.memory.long_term._codec import (
     text_of,
 )
 from flink_agents.memory.long_term._filters import items_filter, set_filter
+from flink_agents.memory.long_term._forget import delete_key_points
 
 _STRIPES = 64
 _KNOWN_SETS = 65_536  # settings of memory sets remembered per collection, at most
@@ -187,6 +188,15 @@ class MemoryCore:
             existed = self.settings(key, name) is not None
             self.store.delete(self.collection, filter=set_filter(key, name))
         return existed
+
+    def forget_key(self, key: str) -> int:
+        """Delete every point of ``key`` (its sets' items and settings), once its writes in
+        flight have landed; the number of items deleted."""
+        self.pending.wait(key)
+        items = delete_key_points(self.store, self.collection, key)
+        for known in [known for known in self._known if known[0] == key]:
+            self._known.pop(known, None)
+        return items
 
     def _remember(self, key: str, settings: SetSettings) -> None:
         known = self._known

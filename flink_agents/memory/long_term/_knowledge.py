@@ -29,13 +29,13 @@ from flink_agents.memory._identity import IdMinter
 from flink_agents.memory.long_term._batcher import EmbeddingBatcher
 from flink_agents.memory.long_term._codec import CLOCK, to_datetime
 from flink_agents.memory.long_term._core import PendingWrites, landed_future, store_later
+from flink_agents.memory.long_term._forget import KIND_KNOWLEDGE, delete_owned_knowledge
 from flink_agents.memory.long_term._observer import LongTermObserver
 
 KNOWLEDGE_COLLECTION = "flink_agents_knowledge"
 _SCOPE = "knowledge"
 """The scope of knowledge writes in flight (``PendingWrites``): knowledge reads wait for
 every one of them, whichever key added it."""
-KIND_KNOWLEDGE = "knowledge"
 KIND_KNOWLEDGE_SET = "knowledge_set"
 
 
@@ -60,10 +60,15 @@ class VectorKnowledge(Knowledge):
         ids: IdMinter | None = None,
         *,
         batcher: EmbeddingBatcher | None = None,
+        owner: str | None = None,
         _pending: PendingWrites | None = None,
         _ensured: bool = False,
     ) -> None:
         self.store = store
+        self.owner = owner
+        """The key (its canonical string) whose runs write through this view: items it
+        adds or updates carry it, so that forgetting the key removes them
+        (``forget_owner``). None: items of no key (bulk loads, writes outside a run)."""
         self.embedding = embedding_model
         self.collection = collection
         self.ids = ids if ids is not None else IdMinter()
@@ -74,14 +79,15 @@ class VectorKnowledge(Knowledge):
         if not _ensured:
             store.ensure_collection(collection, embedding_model.dimension, embedding_model.model_id)
 
-    def bound(self, ids: IdMinter | None) -> VectorKnowledge:
-        """The same knowledge, writing with ids from ``ids``."""
+    def bound(self, ids: IdMinter | None, owner: str | None = None) -> VectorKnowledge:
+        """The same knowledge, writing with ids from ``ids``, as ``owner``'s."""
         bound = VectorKnowledge(
             self.store,
             self.embedding,
             self.collection,
             ids,
             batcher=self.batcher,
+            owner=owner,
             _pending=self.pending,
             _ensured=True,
         )
@@ -107,6 +113,12 @@ class VectorKnowledge(Knowledge):
         existed = self._exists(name)
         self.store.delete(self.collection, filter=Filter(must=[FieldMatch("set", name)]))
         return existed
+
+    def forget_owner(self, owner: str) -> int:
+        """Delete the items of every set that runs of ``owner`` (a key's canonical string)
+        added or last updated, once the writes in flight have landed; how many."""
+        self.pending.wait(_SCOPE)
+        return delete_owned_knowledge(self.store, self.collection, owner)
 
     def _exists(self, name: str) -> bool:
         return bool(self.store.get(self.collection, [_set_id(name)]))
@@ -246,7 +258,7 @@ class StoredKnowledgeSet(KnowledgeSet):
     ) -> None:
         vectors = self._k.embedding.embed([knowledge_text(v) for v in values])
         points = [
-            Point(i, vector, item_payload(self._name, value, c, u))
+            Point(i, vector, item_payload(self._name, value, c, u, self._k.owner))
             for i, vector, value, c, u in zip(ids, vectors, values, created, updated, strict=True)
         ]
         self._k.store.upsert(self._k.collection, points)
@@ -258,7 +270,8 @@ class StoredKnowledgeSet(KnowledgeSet):
             self._write(ids, values, times, times)
             return landed_future()
         payloads = [
-            item_payload(self._name, value, t, t) for value, t in zip(values, times, strict=True)
+            item_payload(self._name, value, t, t, self._k.owner)
+            for value, t in zip(values, times, strict=True)
         ]
         store, collection = self._k.store, self._k.collection
 
@@ -293,15 +306,21 @@ def _set_id(name: str) -> str:
     return knowledge_set_id(name)
 
 
-def item_payload(name: str, value: Any, created: float, updated: float) -> dict[str, Any]:
-    """The payload of a knowledge item of set ``name`` (also written by the bulk loader)."""
-    return {
+def item_payload(
+    name: str, value: Any, created: float, updated: float, owner: str | None = None
+) -> dict[str, Any]:
+    """The payload of a knowledge item of set ``name`` (also written by the bulk loader),
+    with the key whose run wrote it (``owner``), if one did."""
+    payload = {
         "kind": KIND_KNOWLEDGE,
         "set": name,
         "value": value,
         "created_time": created,
         "updated_time": updated,
     }
+    if owner is not None:
+        payload["owner"] = owner
+    return payload
 
 
 def _json(value: Any) -> Any:

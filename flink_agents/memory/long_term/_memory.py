@@ -85,6 +85,13 @@ class VectorLongTermMemory:
         ids deterministic so that a re-executed action overwrites what it wrote."""
         return KeyedLongTermMemory(self, key_text(key), ids)
 
+    def forget_key(self, key: Any) -> int:
+        """Delete all of ``key``'s memory sets (items and settings), after the compactions
+        queued or running (one of the key's must not write a summary back); the number of
+        items deleted. The caller runs no action of the key meanwhile (``ForgetKey``)."""
+        self.compactor.wait()
+        return self.core.forget_key(key_text(key))
+
     def wait_for_compaction(self, timeout: float | None = None) -> bool:
         """Wait until no compaction (or access record) is queued or running.
 

@@ -247,8 +247,8 @@ class ActionLog(ABC):
     - Values are stored through the serializer, never by reference: changing an object after
       recording it does not change the log.
     - ``job`` partitions everything: no method reads or removes another job's rows, but
-      ``expire_jobs`` (the rule below) and the listings for people (``jobs``,
-      ``job_summaries``).
+      ``expire_jobs`` (the rule below), ``forget_key`` (an erasure) and the listings for
+      people (``jobs``, ``job_summaries``).
     - ``expire_jobs`` removes a job only when no restore can need it: its marker says its
       name was generated, and neither its marker's ``seen_ms`` nor any of its rows' epochs
       is within its own retention window of ``now_ms``. The check and the removal are one
@@ -401,6 +401,18 @@ class ActionLog(ABC):
         Returns:
             The number of actions removed (completed ones plus interrupted ones), so that
             ``count`` drops by exactly this much.
+        """
+
+    @abstractmethod
+    def forget_key(self, key: str) -> int:
+        """Delete every completed record and partial call of ``key`` (its canonical
+        string), in every job: an erasure (``ForgetKey``) is about the key, not one job.
+        The one method besides ``expire_jobs`` that crosses jobs. Where the store keeps
+        deleted bytes (free pages, a write-ahead file), it overwrites or drops them as far
+        as it can.
+
+        Returns:
+            The number of actions removed (as ``prune`` counts them).
         """
 
     @abstractmethod

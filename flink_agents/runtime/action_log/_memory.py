@@ -135,6 +135,16 @@ class InMemoryActionLog(ActionLog):
                 del self._partials[identity]
         return len(old) + len(stale)
 
+    def forget_key(self, key: str) -> int:
+        with self._lock:
+            records = [i for i in self._records if i.key == key]
+            for identity in records:
+                del self._records[identity]
+            partials = [i for i in self._partials if i.key == key]
+            for identity in partials:
+                del self._partials[identity]
+        return len(records) + len(partials)
+
     def mark_job(self, marker: JobMarker) -> None:
         with self._lock:
             stored = self._markers.get(marker.job)

@@ -336,6 +336,30 @@ class PostgresActionLog(ActionLog):
 
         return self._run(delete)
 
+    def forget_key(self, key: str) -> int:
+        def delete(conn: psycopg.Connection[Any]) -> int:
+            jobs = [
+                job
+                for (job,) in conn.execute(
+                    "SELECT job FROM action_log_records UNION SELECT job FROM action_log_calls"
+                )
+            ]
+            removed = 0
+            for job in jobs:  # (served by the primary keys: job, run_key, ...)
+                row = conn.execute(
+                    f"WITH gone AS (DELETE FROM action_log_calls WHERE job = %s AND run_key = %s"
+                    f" RETURNING {_ID}) SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM gone) g",
+                    (job, key),
+                ).fetchone()
+                removed += row[0] if row else 0
+                removed += conn.execute(
+                    "DELETE FROM action_log_records WHERE job = %s AND run_key = %s", (job, key)
+                ).rowcount
+            return removed
+
+        # (The dead tuples go at the table's next vacuum: autovacuum, or ``log reclaim``.)
+        return self._run(delete)
+
     def mark_job(self, marker: JobMarker) -> None:
         row = (marker.job, marker.generated, marker.retention_ms, marker.seen_ms)
         self._run(lambda conn: conn.execute(_MARK_JOB, row))

@@ -80,6 +80,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
 
 
+_EVERY_JOB = """SELECT job FROM action_log_records UNION SELECT job FROM action_log_calls"""
+
 # Served by the primary keys' indexes, which start with (job, run_key, run_sequence).
 _RUN_INDEX = """SELECT run_key, MAX(run_sequence) FROM (
     SELECT run_key, MAX(run_sequence) AS run_sequence FROM action_log_records
@@ -411,6 +413,37 @@ class SqliteActionLog(ActionLog):
                 "DELETE FROM action_log_records WHERE job = ? AND epoch < ?", (job, before_epoch)
             ).rowcount
         return removed + partial
+
+    def forget_key(self, key: str) -> int:
+        with self._lock:
+            # Deleted rows' bytes are overwritten with zeros, not left in free pages.
+            self._connection().execute("PRAGMA secure_delete = ON")
+        try:
+            with self._write() as db:
+                jobs = [job for (job,) in db.execute(_EVERY_JOB)]
+                removed = 0
+                for job in jobs:  # (served by the primary keys: job, run_key, ...)
+                    removed += db.execute(
+                        f"SELECT COUNT(*) FROM (SELECT DISTINCT {_ID} FROM action_log_calls"
+                        " WHERE job = ? AND run_key = ?)",
+                        (job, key),
+                    ).fetchone()[0]
+                    db.execute(
+                        "DELETE FROM action_log_calls WHERE job = ? AND run_key = ?", (job, key)
+                    )
+                    removed += db.execute(
+                        "DELETE FROM action_log_records WHERE job = ? AND run_key = ?",
+                        (job, key),
+                    ).rowcount
+        finally:
+            with self._lock:
+                db = self._connection()
+                db.execute("PRAGMA secure_delete = OFF")
+                # The write-ahead file still holds the pages as they were: copy the new
+                # ones into the database and empty it (waiting for readers, as
+                # ``reclaim_space(full=True)`` does).
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
 
     def mark_job(self, marker: JobMarker) -> None:
         with self._lock:  # one statement: its own transaction

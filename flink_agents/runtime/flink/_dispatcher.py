@@ -402,7 +402,11 @@ class _FlinkKeyState:
         return decode_control(self._control.value())
 
     def set_control(self, control: KeyControl) -> None:
-        self._control.update(encode_control(control))
+        encoded = encode_control(control)
+        if encoded == 0:  # a key that never ran, or was forgotten: nothing to keep
+            self._control.clear()
+        else:
+            self._control.update(encoded)
 
     def push_pending(self, record: Any) -> None:
         self._pending.add(record)
@@ -436,6 +440,9 @@ class _FlinkTimers:
 
     def cancel(self, due_ms: int) -> None:
         self.service.delete_processing_time_timer(due_ms)
+
+    def cancel_end(self) -> None:
+        self.service.delete_event_time_timer(DRAIN_TIMESTAMP)
 
 
 class _KeySwitch:

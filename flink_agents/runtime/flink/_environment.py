@@ -26,6 +26,7 @@ from flink_agents._shipping import ShippedByName, ShippedFunction
 from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, Event, FlinkAgentsError
 from flink_agents.api.internal import KeySelector
 from flink_agents.plan import AgentPlan, to_plan
+from flink_agents.runtime._erasure import keyed_input
 from flink_agents.runtime._keys import key_function
 from flink_agents.runtime._options import AgentOptions, load_options
 from flink_agents.runtime._records import (
@@ -34,7 +35,6 @@ from flink_agents.runtime._records import (
     rejected,
     signal_event,
     signal_type,
-    take_key,
 )
 from flink_agents.runtime._scheduling import signal_input
 from flink_agents.runtime.flink._dispatcher import (
@@ -453,15 +453,15 @@ class TakeKey(ShippedByName, ProcessFunction):
         if type(record) is RejectedRecord:  # rejected before this step (the main job's parser)
             return (self._rejection(record.error),)
         try:
-            key = take_key(self.key_of, record)
+            key, value = keyed_input(self.key_of, record)
             if type(key) is str and key == REJECTED_STRING_KEY:
                 raise BadRecord(f"the key {key!r} is reserved by flink-agents")
-            if self.signals_of is not None:
+            if self.signals_of is not None and value is record:  # (not a ForgetKey)
                 event_type = None if self.signals_of is Event else self.signals_of
                 return (Row(key, (key, signal_input(signal_event(record, event_type)))),)
         except BadRecord as error:
             return (self._rejection(rejected(str(error), input=record)),)
-        return (Row(key, (key, record)),)
+        return (Row(key, (key, value)),)
 
     def _rejection(self, error: dict[str, Any]) -> Any:
         """``error`` on its way to the error output: under the reserved key, else tagged."""

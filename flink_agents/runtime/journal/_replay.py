@@ -438,6 +438,25 @@ class ActionJournal:
             raise log_error(self.log, "recording completed actions", error) from error
         self._writer.submit(encoded)
 
+    def forget_key(self, key: Any) -> int:
+        """Delete every record and call of ``key`` in the log (``ActionLog.forget_key``, in
+        every job), once the records queued so far are written; its later runs look
+        nothing up in this attempt. (Its durable calls are written before the actions that
+        made them go on, so none is queued once the key has no run in progress.)
+
+        Returns:
+            The number of actions removed.
+
+        Raises:
+            ActionLogError: the log failed (now or in the writer).
+        """
+        self.flush()
+        text = key_text(key)
+        with self._operation("erasing a key"):
+            removed = self.log.forget_key(text)
+        self._index.pop(text, None)
+        return removed
+
     def flush(self) -> None:
         """Wait until every completed record queued so far is written.
 

@@ -369,6 +369,22 @@ def test_jobs_and_keys_are_isolated(log: ActionLog) -> None:
     assert log.completed(ident(job="a", key="k1")).events[0].text == "a-k1"
 
 
+def test_forget_key_removes_one_keys_records_and_calls_in_every_job(log: ActionLog) -> None:
+    for job in ("a", "b"):
+        for key in ("k1", "k2"):
+            log.complete(record(ident(job=job, key=key), text=f"{job}-{key}"))
+            log.record_call(ident(job=job, key=key, step=2), call(0, "x"), epoch=1)
+            log.record_call(ident(job=job, key=key, step=2), call(1, "y"), epoch=1)
+    # Two jobs, each one completed action and one interrupted one (its two calls).
+    assert log.forget_key("k1") == 4
+    for job in ("a", "b"):
+        assert log.key_records(job, "k1") == log.key_interrupted(job, "k1") == []
+        assert log.completed(ident(job=job, key="k2")).events[0].text == f"{job}-k2"
+        assert len(log.calls(ident(job=job, key="k2", step=2))) == 2
+        assert log.run_index(job) == {"k2": 1}
+    assert log.forget_key("k1") == 0
+
+
 def test_run_index_is_empty_for_a_job_without_records(log: ActionLog) -> None:
     """run_index() of a job with nothing stored is {}, whatever other jobs hold."""
     assert log.run_index("job-1") == {}

@@ -92,6 +92,28 @@ def waiting_control() -> KeyControl:
     )
 
 
+def forgetting_control() -> KeyControl:
+    """A key with a ``ForgetKey`` request (added in 0.3.0) queued behind its parked run, with
+    an input queued before it and a scheduled event pending: the value behind
+    ``control-0.3.0-forgetting``."""
+    from flink_agents.runtime._run_state import PendingAction, RunState
+    from tests.runtime.golden.values import KEY, NOTE, RUN_INPUT, SLEEPING_SEQUENCE
+
+    run = RunState(key=KEY, sequence=SLEEPING_SEQUENCE, input=RUN_INPUT, steps=1, parked=True)
+    run.queue.append(PendingAction("nap", NOTE))
+    scheduled = sleeping_control().scheduled
+    return KeyControl(SLEEPING_SEQUENCE, run, 2, scheduled, (), forgets=1)
+
+
+def forget_request() -> Any:
+    """A queued ``ForgetKey`` request: the value behind ``pending-0.3.0-forget``."""
+    from flink_agents.api import ForgetKey
+    from flink_agents.runtime._erasure import forget_input
+    from tests.runtime.golden.values import KEY
+
+    return forget_input(ForgetKey(KEY, request_id="ticket-1"))
+
+
 def _due(entry: Any) -> int:
     return entry.due_ms
 

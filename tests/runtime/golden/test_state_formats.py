@@ -21,6 +21,7 @@ import pytest
 from flink_agents.api import EventScheduled, InputEvent
 from flink_agents.memory import ObjectMarker
 from flink_agents.runtime._driver import KeyControl
+from flink_agents.runtime._erasure import forget_request_of
 from flink_agents.runtime._persisted import (
     CONTROL_TAG,
     StateFormatError,
@@ -36,7 +37,13 @@ from flink_agents.runtime._scheduling import (
     wake_input,
     woken_sequence,
 )
-from tests.runtime.golden.make_current import sleeping_control, stored_values, waiting_control
+from tests.runtime.golden.make_current import (
+    forget_request,
+    forgetting_control,
+    sleeping_control,
+    stored_values,
+    waiting_control,
+)
 from tests.runtime.golden.make_legacy import values
 from tests.runtime.golden.values import (
     APPROVAL,
@@ -173,6 +180,29 @@ def test_a_queued_signal_reads_back() -> None:
         signal_of((stored[0], 2, stored[2]))
 
 
+def test_a_key_with_a_queued_forget_request_reads_back_and_is_written_as_version_6() -> None:
+    stored = load("control-0.3.0-forgetting")
+    assert stored[:2] == (CONTROL_TAG, 6)
+    control = decode_control(stored)
+    assert (control.pending, control.forgets) == (2, 1)
+    assert [entry.handle for entry in control.scheduled] == [SCHEDULED[0][0]]
+    assert [p.action for p in control.run.queue] == ["nap"]
+    assert encode_control(control) == stored == encode_control(forgetting_control())
+    # Without one queued, the key is written as before (its readers read it).
+    control.forgets = 0
+    assert encode_control(control)[1] == 3
+
+
+def test_a_queued_forget_request_reads_back() -> None:
+    stored = load("pending-0.3.0-forget")
+    assert forget_request_of(stored) == {"request_id": "ticket-1"}
+    assert forget_request() == stored
+    assert forget_request_of({"an": "input record"}) is None
+    assert forget_request_of(load("pending-0.3.0-signal")) is None
+    with pytest.raises(StateFormatError, match=r"forget request .* format version 2"):
+        forget_request_of((stored[0], 2, stored[2]))
+
+
 def test_a_queued_woken_run_reads_back() -> None:
     stored = load("pending-0.3.0-wake")
     assert woken_sequence(stored) == SLEEPING_SEQUENCE
@@ -197,6 +227,8 @@ def test_what_is_stored_names_no_private_module_of_ours() -> None:
     values["pending-0.3.0-due"] = load("pending-0.3.0-due")
     values["control-0.3.0-sleeping"] = load("control-0.3.0-sleeping")
     values["pending-0.3.0-wake"] = load("pending-0.3.0-wake")
+    values["control-0.3.0-forgetting"] = load("control-0.3.0-forgetting")
+    values["pending-0.3.0-forget"] = load("pending-0.3.0-forget")
     for name, value in values.items():
         globals_named = _globals(pickle.dumps(value))
         private = [g for g in globals_named if g.startswith("flink_agents") and "._" in g]

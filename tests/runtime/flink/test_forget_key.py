@@ -1,0 +1,88 @@
+"""Forgetting a key on Flink, in both execution modes: after a ``ForgetKey`` record and a
+failure right after it (the erasure runs again from a restored checkpoint), nothing of the
+key is left in a savepoint taken next, in the action log, in long-term memory, in knowledge
+or in the event log, while the other key keeps everything (``forget_job.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flink_agents.runtime.flink import read_json_files
+from tests.children import run_child_job
+from tests.runtime.flink.runners import MODES
+from tests.runtime.test_forget_key import (
+    KEPT,
+    SECRET,
+    event_lines,
+    log_bytes,
+    log_rows,
+    stored_texts,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.flink]
+
+LOG = "action-log.db"
+"""The job's action log, under its data directory (the default)."""
+
+
+def _spec(mode: str, directory: Path) -> dict:
+    (directory / "input").mkdir(parents=True)
+    records = []
+    for user, marker, first in (("alice", SECRET, 1), ("bob", KEPT, 10)):
+        records += [
+            {"id": first, "user": user, "text": f"{marker} one", "long_term": True},
+            {"id": first + 1, "user": user, "text": f"{marker} two", "follow_up": True},
+            {"id": first + 2, "user": user, "text": f"{marker} three", "ask": True},
+        ]
+    return {
+        "mode": mode,
+        "job": "forget",
+        "input_dir": str(directory / "input"),
+        "output_dir": str(directory / "out"),
+        "data_dir": str(directory / "data"),
+        "savepoint_dir": (directory / "savepoints").as_uri(),
+        "records": records,
+        "forget": {"forget": "alice", "request_id": "ticket-9"},
+        "crash": {"id": 20, "user": "bob", "text": f"{KEPT} four", "crash": str(directory / "c")},
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nothing_of_a_forgotten_key_is_left(mode, tmp_path, monkeypatch):
+    if mode == "process":
+        monkeypatch.setenv("_python_worker_execution_mode", "process")
+    spec = _spec(mode, tmp_path)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    result = run_child_job("tests.runtime.flink.forget_job", spec_file, mode)
+    data = Path(spec["data_dir"])
+
+    # The failure happened, and both keys' records ran (outputs are the user's: kept).
+    assert (tmp_path / "c").exists()
+    outputs = read_json_files(tmp_path / "out")
+    assert {o["id"] for o in outputs} == {1, 2, 10, 11, 20}
+
+    # Flink state: a savepoint taken after the erasure holds nothing of alice (no key, no
+    # memory, no timer, no waiting run), and bob's state (the search finds a key's bytes).
+    savepoint = b"".join(
+        f.read_bytes()
+        for f in Path(result["savepoint"].removeprefix("file:")).rglob("*")
+        if f.is_file()
+    )
+    assert b"bob" in savepoint and KEPT.encode() in savepoint
+    assert b"alice" not in savepoint and SECRET.encode() not in savepoint
+
+    # The action log, long-term memory and knowledge, the event log.
+    assert log_rows(data, "alice", LOG) == 0 and log_rows(data, "bob", LOG) > 0
+    raw = log_bytes(data, LOG)
+    assert SECRET.upper().encode() not in raw and SECRET.encode() not in raw
+    stored = stored_texts(data)
+    assert SECRET not in stored and KEPT in stored
+    lines = event_lines(data)
+    assert not [line for line in lines if "alice" in line or SECRET in line]
+    assert [line for line in lines if KEPT in line]
+    confirmations = [json.loads(line) for line in lines if '"key_forgotten"' in line]
+    assert confirmations and all(c["request_id"] == "ticket-9" for c in confirmations)
