@@ -47,7 +47,7 @@ from flink_agents.api import AgentsExecutionEnvironment
 
 GOAL = 0.7
 EMPTY, STARTUP = "empty (source -> sink)", "python start-up (raw, 128 records)"
-PASSTHROUGH, RAW, CODE, AGENT, AGENT_NO_LOG, AGENT_PG, AGENT_ALL = (
+PASSTHROUGH, RAW, CODE, AGENT, AGENT_NO_LOG, AGENT_PG, AGENT_ALL, AGENT_TTL = (
     "keyed passthrough, no state",
     "raw KeyedProcessFunction + MapState",
     "the agent's action code alone, no framework",
@@ -55,6 +55,7 @@ PASSTHROUGH, RAW, CODE, AGENT, AGENT_NO_LOG, AGENT_PG, AGENT_ALL = (
     "agent (2 actions), action_log=none",
     "agent (2 actions), PostgreSQL action log",
     "agent (2 actions), default log, action_log_record=all",
+    "agent (2 actions), action_log=none, short-term-memory-ttl 1 h",
 )
 
 
@@ -250,6 +251,11 @@ def report(n: int, timings: dict[str, Timing], mode: str = "thread", repeat: int
         record_figure(f"state.{mode}.record_all_over_no_log", all_cost, detail)
         record_figure(f"state.{mode}.record_all_over_default", (agent - empty) / every, detail)
         record_figure(f"state.{mode}.record_all_over_raw", all_raw, detail)
+    if AGENT_TTL in timings:
+        ttl = timings[AGENT_TTL].wall - empty
+        print(f"ratio agent with TTL/no log, net:           {(no_log - empty) / ttl:.2f}")
+        print(f"ratio agent with TTL/raw, net:              {(raw - empty) / ttl:.2f}")
+        record_figure(f"state.{mode}.ttl_over_no_log", (no_log - empty) / ttl, detail)
     if CODE in timings:
         code = timings[CODE].wall
         print(
@@ -287,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
         "--postgres",
         action="store_true",
         help="also run the agent with its action log on a PostgreSQL server started here",
+    )
+    parser.add_argument(
+        "--ttl",
+        action="store_true",
+        help="also run the agent without a log with short-term-memory-ttl on (an hour: "
+        "nothing expires, each key's activity and expiry check are kept)",
     )
     parser.add_argument("--bundle-size", type=int, help="python.fn-execution.bundle.size")
     parser.add_argument("--bundle-time", type=int, help="python.fn-execution.bundle.time (ms)")
@@ -330,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if not args.no_record_all:
         agents_jobs.append((AGENT_ALL, lambda: agent_job(n, config, action_log_record="all")))
+    if args.ttl:
+        agents_jobs.append(
+            (AGENT_TTL, lambda: agent_job(n, config, action_log="none", short_term_memory_ttl=3600))
+        )
     jobs += [(RAW, lambda: raw_job(n, config)), (CODE, lambda: code_job(n, config))]
 
     postgres = None

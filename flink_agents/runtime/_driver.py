@@ -79,6 +79,16 @@ class KeyControl:
     """``ForgetKey`` requests among the queued inputs: until their turn, the key's scheduled
     events and waiting runs do not fire (the erasure drops them: they are not queued
     behind it)."""
+    active_ms: int | None = None
+    """With ``short-term-memory-ttl``: when a callback of the key last ran a run."""
+    cleanup_ms: int | None = None
+    """With ``short-term-memory-ttl``: when the key's pending expiry check is due (its
+    timer; at most one at a time)."""
+
+    @property
+    def idle(self) -> bool:
+        """Nothing of the key is in progress, queued, waiting or scheduled."""
+        return self.run is None and not (self.pending or self.scheduled or self.waiting)
 
 
 class _KeyCache:
@@ -197,6 +207,8 @@ class KeyDriver:
         """When the actions of the runs set aside in this process (by key and run sequence)
         began recording their durable calls: the action log keeps those calls while they
         sleep (``_oldest_call_ms``), so that they are not made again when they wake."""
+        self._ttl_ms = self.options.short_term_memory_ttl_ms()
+        """``short-term-memory-ttl`` (None: memory never expires)."""
         self.input_ended = False
         """Whether the input has ended (the first ``on_end_of_input``, or the local runner's
         ``finish``, whose timers go on firing): scheduled events then fire only at
@@ -236,6 +248,8 @@ class KeyDriver:
         if control is None:
             control = self._control(key, state, known, timers)
         if control.run is None:
+            if self._ttl_ms is not None and control.active_ms is not None:
+                self._expire_if_idle(key, control, state, timers.now_ms())
             self.parked.wait_for_free_slot()
             if (
                 self._plain_runs
@@ -277,6 +291,8 @@ class KeyDriver:
         self.steps += outcome.steps
         if run is not None:
             engine.finish(run, sensory)
+        if self._ttl_ms is not None:
+            self._ran(control, timers)
         _flush(control, state, sensory, short_term)
         return outcome.outputs
 
@@ -315,6 +331,8 @@ class KeyDriver:
         later."""
         self.parked.timer_fired(key, timers)
         control = self._control(key, state)
+        if control.cleanup_ms is not None and timers.now_ms() >= control.cleanup_ms:
+            self._check_expiry(key, control, state, timers)
         if (control.scheduled or control.waiting) and not (self.input_ended or control.forgets):
             due = take_all_due(control, timers.now_ms())
             if due:
@@ -573,6 +591,8 @@ class KeyDriver:
                 )
         finally:  # Flink's state is complete whenever this callback returns
             # (nothing to do for a map the callback did not change)
+            if self._ttl_ms is not None:
+                self._ran(control, timers)
             _flush(control, state, sensory, short_term)
             if known is not None:
                 known.control = control
@@ -620,6 +640,8 @@ class KeyDriver:
         control = state.control() or KeyControl()
         if known is not None:
             known.control = control
+        if control.cleanup_ms is not None and timers is not None:
+            timers.wake_at(control.cleanup_ms)  # (process mode restores no timer)
         if (control.scheduled or control.waiting) and timers is not None and not self.input_ended:
             now_ms = timers.now_ms()
             due_ms = next_due_ms(control)
@@ -716,6 +738,9 @@ class KeyDriver:
         control.sequence = 0
         control.scheduled = control.waiting = ()
         control.forgets = max(0, control.forgets - 1)
+        if control.cleanup_ms is not None:
+            timers.cancel(control.cleanup_ms)
+        control.active_ms = control.cleanup_ms = None
         if not control.pending:
             timers.cancel_end()
         # What this driver kept of the key goes too (the caller's entry, if it holds one,
@@ -729,6 +754,47 @@ class KeyDriver:
             request.get("request_id"),
             ", ".join(f"{count} {what}" for what, count in removed.items()),
         )
+
+    # -- short-term-memory-ttl -----------------------------------------------------------------
+
+    def _ran(self, control: KeyControl, timers: Timers) -> None:
+        """A callback ran runs of the key: it was active now. Once it is idle, its expiry
+        check is due when the TTL has passed (one timer at a time: an earlier one finds the
+        key active since, and sets the next). A forgotten key is left alone: it keeps no
+        state."""
+        if control.sequence == 0:
+            return
+        now_ms = control.active_ms = timers.now_ms()
+        if control.cleanup_ms is None and control.idle:
+            control.cleanup_ms = now_ms + self._ttl_ms
+            timers.wake_at(control.cleanup_ms)
+
+    def _check_expiry(self, key: Any, control: KeyControl, state: KeyState, timers: Timers) -> None:
+        """The key's expiry check is due (its timer fired, ``_ran``): expire its memory if it
+        has been idle for the TTL, else check again when it will have been (a key not idle
+        now gets its check when its runs end)."""
+        control.cleanup_ms = None
+        now_ms = timers.now_ms()
+        active = control.idle and control.active_ms is not None
+        if active and not self._expire_if_idle(key, control, state, now_ms):
+            control.cleanup_ms = control.active_ms + self._ttl_ms
+            timers.wake_at(control.cleanup_ms)
+        self._set_control(key, state, control)
+
+    def _expire_if_idle(self, key: Any, control: KeyControl, state: KeyState, now_ms: int) -> bool:
+        """Clear the key's short-term memory, whole, if the key has been idle for the TTL
+        (``short-term-memory-ttl``): between callbacks nothing changes, so a key idle now
+        was idle since its last active callback. Whether it expired."""
+        if not control.idle or now_ms - control.active_ms < self._ttl_ms:
+            return False
+        state.short_term.clear()
+        known = self._keys.get(key)
+        if known is not None:  # what the caches learned of the maps is stale
+            known.sensory = known.short_term = None
+        idle_since_ms, control.active_ms = control.active_ms, None
+        self.metrics.short_term_memory_expired()
+        self.event_log.memory_expired(key, control.sequence, idle_since_ms)
+        return True
 
     def _resume_waiting(self, key: Any, entry: WaitingRun, sensory: StateMap) -> RunState:
         """The run set aside as ``entry`` (taken from the key's waiting runs), its sensory

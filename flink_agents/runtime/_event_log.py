@@ -343,6 +343,12 @@ class EventLog:
                 signal=signal,
             )
 
+    def memory_expired(self, key: Any, run_sequence: int, idle_since_ms: int) -> None:
+        """A key's short-term memory expired (``short-term-memory-ttl``): the key was idle
+        from ``idle_since_ms`` on, at the latest."""
+        if self.enabled:
+            self._write("memory_expired", key, run_sequence, None, idle_since_ms=idle_since_ms)
+
     def key_forgotten(self, key: Any, request_id: str | None, removed: dict[str, int]) -> None:
         """A key was erased (``ForgetKey``): its lines leave this log's files (a sink that
         can: ``FileSink``), then one ``key_forgotten`` record confirms it, naming neither

@@ -150,6 +150,8 @@ def _copied(control: KeyControl | None) -> KeyControl | None:
         control.scheduled,
         control.waiting,
         control.forgets,
+        control.active_ms,
+        control.cleanup_ms,
     )
 
 
@@ -399,6 +401,8 @@ class LocalRunner:
                     if entry.due_ms != NEVER_MS:  # (a wait without a timeout has no timer)
                         timers.wake_at(entry.due_ms)
                 timers.wake_at_end()
+            if control is not None and control.cleanup_ms is not None:  # (memory's expiry)
+                _LocalTimers(self, key).wake_at(control.cleanup_ms)
 
     @property
     def metrics(self) -> AgentMetrics:

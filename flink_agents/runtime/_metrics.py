@@ -321,6 +321,7 @@ class AgentMetrics:
         self._timed_out = group.fast_counter("numOfWaitsTimedOut")
         self._signals = group.fast_counter("numOfSignals")
         self._forgotten = group.fast_counter("numOfKeysForgotten")
+        self._expired = group.fast_counter("numOfShortTermMemoriesExpired")
         self._per_action: dict[str, FastCounter] = {}
         self._per_function: dict[str, tuple[SharedCounter, SharedCounter, WindowHistogram]] = {}
         self._per_model: dict[str, tuple[SharedCounter, ...]] = {}
@@ -377,6 +378,10 @@ class AgentMetrics:
     def key_forgotten(self) -> None:
         """A key was erased on request (``ForgetKey``)."""
         self._forgotten.count += 1
+
+    def short_term_memory_expired(self) -> None:
+        """A key's short-term memory expired (``short-term-memory-ttl``)."""
+        self._expired.count += 1
 
     def wait_timed_out(self) -> None:
         """A run waiting for a signal resumed at its timeout, without one."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -47,9 +48,7 @@ class AgentOptions(BaseModel):
     again by the restore (docs/consistency.md, "Stopping a job"). Keep it well under
     Flink's ``task.cancellation.timeout`` (180 s), past which a cancelled task's
     TaskManager is stopped."""
-    long_term_memory_max_storing: int = Field(
-        512, alias="long-term-memory-max-storing", ge=1
-    )
+    long_term_memory_max_storing: int = Field(512, alias="long-term-memory-max-storing", ge=1)
     """Runs a subtask lets wait for their long-term memory and knowledge items to be
     embedded and stored (an action completes only once they are) before it stops taking
     input; not counted in ``max-in-flight``. Items are embedded in shared batches of up to
@@ -101,6 +100,11 @@ class AgentOptions(BaseModel):
     memory_snapshots: bool = Field(False, alias="memory-snapshots")
     """Emit each key's short-term memory after every run to a side output (for demos and
     debugging: it reads the key's whole memory once per run)."""
+    short_term_memory_ttl: timedelta | None = Field(None, alias="short-term-memory-ttl")
+    """A key's short-term memory expires, whole, once the key has been idle this long (no
+    run in progress, queued, waiting or scheduled; ``docs/waiting.md``): a duration, in
+    code a ``timedelta``, in a config file seconds or ISO 8601 (``P30D``, ``PT12H``).
+    Unset: it never expires."""
 
     action_log: str | None = Field(None, alias="action-log")
     """Where completed actions and durable calls are recorded (design section 5):
@@ -198,6 +202,18 @@ class AgentOptions(BaseModel):
             path = Path(self.data_dir).expanduser().resolve() / "action-log.db"
             return f"sqlite://{path}"
         return None if self.action_log.strip().lower() == "none" else self.action_log
+
+    @field_validator("short_term_memory_ttl")
+    @classmethod
+    def _positive_ttl(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("must be a positive duration")
+        return value
+
+    def short_term_memory_ttl_ms(self) -> int | None:
+        """``short-term-memory-ttl`` in whole milliseconds (at least 1), None when unset."""
+        ttl = self.short_term_memory_ttl
+        return None if ttl is None else max(1, ttl // timedelta(milliseconds=1))
 
     def event_log_directory(self) -> Path:
         """Where the event log's files go."""

@@ -32,6 +32,11 @@ its module path, and every record carries its format and version (``docs/upgradi
     A key with ``ForgetKey`` requests queued behind its run in progress: version 5's
     fields and ``forgets``, their number (while it is not 0, the key's scheduled events and
     waiting runs do not fire). Any other key is written as before.
+``("flink-agents/control", 7, {...})``
+    Any key of a job with ``short-term-memory-ttl`` on: ``sequence``, ``run``, ``pending``,
+    ``active_ms`` (when a callback of the key last ran runs) and ``cleanup_ms`` (when its
+    expiry check is due), and those of ``scheduled``, ``waiting`` and ``forgets`` that are
+    not empty. Without the option, keys are written as before.
 
 A due scheduled event waiting behind a key's run in progress sits in the key's queue of
 inputs as ``("flink-agents/due", 1, {handle, due_ms, event})``, a due waiting run as
@@ -65,11 +70,11 @@ from flink_agents.runtime._scheduling import WaitingRun, scheduled_entry, schedu
 from flink_agents.runtime._unvalidated import input_event
 
 CONTROL_TAG = "flink-agents/control"
-CONTROL_VERSION = 6
+CONTROL_VERSION = 7
 """Version 1: release 0.1.0's ``(sequence, RunState, pending)`` tuple (read, never written);
 2: without scheduled events (written for a key that has none); 3: without waiting runs
 (written for a key that has none); 4: without runs waiting for a signal; 5: without
-queued forget requests."""
+queued forget requests; 6: without ``short-term-memory-ttl``."""
 OBJECT_TAG = "flink-agents/object"
 """An object of a waiting run's sensory memory (its field names), as ``encode_control``
 keeps it."""
@@ -82,6 +87,8 @@ class StateFormatError(FlinkAgentsError):
 
 def encode_control(control: KeyControl) -> Any:
     """``control`` as the key's control state holds it."""
+    if control.active_ms is not None or control.cleanup_ms is not None:
+        return _with_expiry(control)
     idle = control.run is None and not control.pending
     if idle and not control.scheduled and not control.waiting:
         return control.sequence
@@ -95,10 +102,29 @@ def encode_control(control: KeyControl) -> Any:
     fields["waiting"] = tuple(_waiting_fields(entry) for entry in control.waiting)
     if control.forgets:
         fields["forgets"] = control.forgets
-        return (CONTROL_TAG, CONTROL_VERSION, fields)
+        return (CONTROL_TAG, 6, fields)
     if not any(entry.signal is not None for entry in control.waiting):
         return (CONTROL_TAG, 4, fields)
     return (CONTROL_TAG, 5, fields)
+
+
+def _with_expiry(control: KeyControl) -> tuple[str, int, dict[str, Any]]:
+    """Version 7: a key's control value with ``short-term-memory-ttl`` on, its fields
+    beyond the run sequence, run and queue count only where they are not empty."""
+    fields: dict[str, Any] = {
+        "sequence": control.sequence,
+        "run": None if control.run is None else encode_run(control.run),
+        "pending": control.pending,
+        "active_ms": control.active_ms,
+        "cleanup_ms": control.cleanup_ms,
+    }
+    if control.scheduled:
+        fields["scheduled"] = tuple(scheduled_fields(entry) for entry in control.scheduled)
+    if control.waiting:
+        fields["waiting"] = tuple(_waiting_fields(entry) for entry in control.waiting)
+    if control.forgets:
+        fields["forgets"] = control.forgets
+    return (CONTROL_TAG, CONTROL_VERSION, fields)
 
 
 def _waiting_fields(entry: WaitingRun) -> dict[str, Any]:
@@ -159,6 +185,8 @@ def decode_control(stored: Any) -> KeyControl | None:
                 () if scheduled is None else tuple(scheduled_entry(f) for f in scheduled),
                 () if waiting is None else tuple(_waiting_run(f) for f in waiting),
                 fields.get("forgets", 0),  # (version 6)
+                fields.get("active_ms"),  # (version 7)
+                fields.get("cleanup_ms"),
             )
         if len(stored) == 3 and type(stored[0]) is int:  # version 1 (0.1.0 and before)
             return KeyControl(*stored)

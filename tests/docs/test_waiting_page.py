@@ -18,6 +18,6 @@ def test_the_signal_example_prints_the_lines_the_page_shows(tmp_path):
 
 
 def test_the_forgetting_example_prints_the_lines_the_page_shows(tmp_path):
-    printed, shown = run_first_example("waiting.md", tmp_path, "greeter.py", index=-1)
+    printed, shown = run_first_example("waiting.md", tmp_path, "greeter.py", index=2)
     assert len(shown) == 3
     assert printed == shown

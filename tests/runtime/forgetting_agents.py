@@ -69,12 +69,18 @@ class Remembers(Agent):
         if record.get("ask"):
             answer = await ctx.wait_for(Answer, timeout=timedelta(hours=4))
             text = None if answer is None else answer.text
-            ctx.send_event(OutputEvent(output={"user": record["user"], "answer": text}))
+            seen = ctx.short_term_memory.get("notes.last")
+            ctx.send_event(
+                OutputEvent(output={"user": record["user"], "answer": text, "last": seen})
+            )
 
     @action(FollowUp)
     @staticmethod
     def follow_up(event: FollowUp, ctx) -> None:
-        ctx.send_event(OutputEvent(output={"user": event.user, "follow_up": event.text}))
+        count = ctx.short_term_memory.get("count")
+        ctx.send_event(
+            OutputEvent(output={"user": event.user, "follow_up": event.text, "count": count})
+        )
 
 
 def crash_once(marker: Path) -> None:

@@ -98,8 +98,8 @@ def test_forgetting_a_key_leaves_nothing_of_it(tmp_path):
     assert [o for o in outputs if o["user"] == "bob"] == [
         {"user": "bob", "text": f"{KEPT} ONE".upper(), "count": 1},
         {"user": "bob", "text": f"{KEPT} TWO".upper(), "count": 2},
-        {"user": "bob", "answer": None},
-        {"user": "bob", "follow_up": f"{KEPT} one"},
+        {"user": "bob", "answer": None, "last": f"{KEPT} two"},
+        {"user": "bob", "follow_up": f"{KEPT} one", "count": 2},
     ]
 
     # Flink state (the runner's dicts) and timers.

@@ -105,6 +105,21 @@ def forgetting_control() -> KeyControl:
     return KeyControl(SLEEPING_SEQUENCE, run, 2, scheduled, (), forgets=1)
 
 
+def expiring_control() -> KeyControl:
+    """A key of a job with ``short-term-memory-ttl`` (added in 0.3.0): when it last ran and
+    when its expiry check is due, beside a scheduled event: the value behind
+    ``control-0.3.0-expiring``."""
+    from tests.runtime.golden.values import SLEEPING_SEQUENCE, SLEEPING_WAKE_MS
+
+    scheduled = sleeping_control().scheduled
+    return KeyControl(
+        SLEEPING_SEQUENCE,
+        scheduled=scheduled,
+        active_ms=SLEEPING_WAKE_MS - 1000,
+        cleanup_ms=SLEEPING_WAKE_MS + 3_600_000,
+    )
+
+
 def forget_request() -> Any:
     """A queued ``ForgetKey`` request: the value behind ``pending-0.3.0-forget``."""
     from flink_agents.api import ForgetKey

@@ -38,6 +38,7 @@ from flink_agents.runtime._scheduling import (
     woken_sequence,
 )
 from tests.runtime.golden.make_current import (
+    expiring_control,
     forget_request,
     forgetting_control,
     sleeping_control,
@@ -193,6 +194,24 @@ def test_a_key_with_a_queued_forget_request_reads_back_and_is_written_as_version
     assert encode_control(control)[1] == 3
 
 
+def test_a_key_with_a_memory_ttl_reads_back_and_is_written_as_version_7() -> None:
+    stored = load("control-0.3.0-expiring")
+    assert stored[:2] == (CONTROL_TAG, 7)
+    control = decode_control(stored)
+    want = expiring_control()
+    assert (control.sequence, control.active_ms, control.cleanup_ms) == (
+        want.sequence,
+        want.active_ms,
+        want.cleanup_ms,
+    )
+    assert [entry.handle for entry in control.scheduled] == [SCHEDULED[0][0]]
+    assert (control.run, control.pending, control.waiting, control.forgets) == (None, 0, (), 0)
+    assert encode_control(control) == stored == encode_control(want)
+    # Without the option, the key is written as before (its readers read it).
+    control.active_ms = control.cleanup_ms = None
+    assert encode_control(control)[1] == 3
+
+
 def test_a_queued_forget_request_reads_back() -> None:
     stored = load("pending-0.3.0-forget")
     assert forget_request_of(stored) == {"request_id": "ticket-1"}
@@ -229,6 +248,7 @@ def test_what_is_stored_names_no_private_module_of_ours() -> None:
     values["pending-0.3.0-wake"] = load("pending-0.3.0-wake")
     values["control-0.3.0-forgetting"] = load("control-0.3.0-forgetting")
     values["pending-0.3.0-forget"] = load("pending-0.3.0-forget")
+    values["control-0.3.0-expiring"] = load("control-0.3.0-expiring")
     for name, value in values.items():
         globals_named = _globals(pickle.dumps(value))
         private = [g for g in globals_named if g.startswith("flink_agents") and "._" in g]
