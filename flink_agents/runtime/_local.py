@@ -26,13 +26,19 @@ from datetime import timedelta
 from typing import Any
 
 from flink_agents._ids import new_job_name
-from flink_agents.api import AgentBuilder, AgentsExecutionEnvironment, Event, FlinkAgentsError
+from flink_agents.api import (
+    AgentBuilder,
+    AgentsExecutionEnvironment,
+    Event,
+    FlinkAgentsError,
+    ForgetKey,
+)
 from flink_agents.api.internal import KeySelector
 from flink_agents.memory import DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._driver import Emission, KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
-from flink_agents.runtime._erasure import keyed_input
+from flink_agents.runtime._erasure import forget_input, keyed_input
 from flink_agents.runtime._event_log import configured_event_log
 from flink_agents.runtime._input_order import InputOrder
 from flink_agents.runtime._keys import key_function
@@ -284,6 +290,12 @@ class LocalRunner:
             raise FlinkAgentsError(f"a signal is an Event, got {type(event).__name__}")
         return self.run(key, signal_input(event))
 
+    def forget(self, key: Any, request_id: str | None = None) -> list[Any]:
+        """Erase ``key`` (what a ``ForgetKey`` record does on Flink) once its run in
+        progress and the inputs fed before have ended; returns the outputs released
+        meanwhile."""
+        return self.run(key, forget_input(ForgetKey(key, request_id=request_id)))
+
     def feed(self, key: Any, record: Any) -> list[Any]:
         """Hand one record of ``key`` to the driver without waiting for async actions;
         returns the outputs released meanwhile (of this and of earlier records' runs)."""
@@ -527,12 +539,19 @@ class LocalAgentBuilder(AgentBuilder):
     """``from_list(...).apply(agent)`` on the local runner."""
 
     def __init__(
-        self, records: Iterable[Any], key_selector: KeySelector, options: AgentOptions
+        self,
+        records: Iterable[Any],
+        key_selector: KeySelector,
+        options: AgentOptions,
+        keyed_signals: list[tuple[Any, Event]] | None = None,
     ) -> None:
         self._records = records
         self._options = options
         self._key_of = key_function(key_selector)
         self._signals: list[tuple[Iterable[Any], Callable[[Any], Any], type | None]] = []
+        self._keyed_signals = keyed_signals if keyed_signals is not None else []
+        """The environment's ``signal(key, event)``s (its list: those given before this
+        input runs count)."""
         self.runner: LocalRunner | None = None
         self._ran = False
         self._failed = False
@@ -615,6 +634,8 @@ class LocalAgentBuilder(AgentBuilder):
                         runner.reject(rejected(str(error), input=record))
                         continue
                     runner.feed(key, value)
+            for key, event in self._keyed_signals:
+                runner.feed(key, signal_input(event))
             runner.finish()
         except BaseException:
             self._failed = True
@@ -643,9 +664,23 @@ class LocalExecutionEnvironment(AgentsExecutionEnvironment):
 
     def __init__(self, **options: Any) -> None:
         self.options: AgentOptions = load_options(options)
+        self._signals: list[tuple[Any, Event]] = []
 
     def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
-        return LocalAgentBuilder(records, key_selector, self.options)
+        return LocalAgentBuilder(records, key_selector, self.options, self._signals)
+
+    def signal(self, key: Any, event: Event) -> None:
+        """A signal for ``key`` (``ctx.wait_for``; see ``AgentBuilder.with_signals``): each
+        input of this environment that has not run yet gets it after its records and its
+        own signals, in the order given, before its input ends (so a run waiting for it
+        takes it; with none, it starts a run of the actions listening to its type)."""
+        if not isinstance(event, Event):
+            raise FlinkAgentsError(f"a signal is an Event, got {type(event).__name__}")
+        try:
+            hash(key)
+        except TypeError:
+            raise FlinkAgentsError(f"key {key!r:.100} is not hashable") from None
+        self._signals.append((key, event))
 
     def from_table(self, table: Any, key_selector: KeySelector = None) -> AgentBuilder:
         raise FlinkAgentsError(

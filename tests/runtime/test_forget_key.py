@@ -185,6 +185,17 @@ def test_a_forget_request_waits_for_the_run_in_progress(tmp_path):
     assert log_rows(tmp_path, "alice") == 1  # the third run's record alone
 
 
+def test_the_local_runner_forgets_a_key_on_request(tmp_path):
+    runner_options = AgentOptions(**options(tmp_path))
+    runner = LocalRunner(Remembers, options=runner_options, journal=local_journal(runner_options))
+    runner.run("alice", {"user": "alice", "text": SECRET, "follow_up": True})
+    assert runner.forget("alice", request_id="r-1") == []
+    assert "alice" not in runner.keys
+    assert runner.run("alice", {"user": "alice", "text": "again"})[0]["count"] == 1
+    runner.engine.close()
+    assert SECRET.encode() not in log_bytes(tmp_path)
+
+
 def test_forget_requests_come_on_the_signal_stream_too(tmp_path):
     env = AgentsExecutionEnvironment.get_execution_environment(**options(tmp_path))
     builder = env.from_list([{"user": "alice", "text": SECRET, "ask": True}], by_user)

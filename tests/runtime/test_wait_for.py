@@ -213,6 +213,22 @@ def test_signals_of_a_second_list_and_bad_signal_records_go_to_the_error_output(
     assert "a signal must be an Event, got tuple" in builder.error_stream()[0]["reason"]
 
 
+def test_the_local_environment_takes_signals_one_at_a_time():
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    requests = [{"customer": "ann", "refund": 1, "amount": 500}]
+    builder = env.from_list(requests, "customer").apply(Refunds)
+    env.signal("ann", Approval(refund=1, approved=True))
+    env.signal("cid", Approval(refund=3, approved=False))
+    assert builder.to_list() == [
+        {"refund": 1, "approved": True, "answer_for": 1, "count": 1},
+        {"unexpected": 3},
+    ]
+    with pytest.raises(FlinkAgentsError, match="a signal is an Event, got dict"):
+        env.signal("ann", {"refund": 1})
+    with pytest.raises(FlinkAgentsError, match="not hashable"):
+        env.signal(["ann"], Approval(refund=1, approved=True))
+
+
 def test_with_signals_takes_only_an_event_class():
     env = AgentsExecutionEnvironment.get_execution_environment()
     with pytest.raises(
