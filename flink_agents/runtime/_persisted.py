@@ -32,11 +32,13 @@ its module path, and every record carries its format and version (``docs/upgradi
     A key with ``ForgetKey`` requests queued behind its run in progress: version 5's
     fields and ``forgets``, their number (while it is not 0, the key's scheduled events and
     waiting runs do not fire). Any other key is written as before.
+``("flink-agents/control", 7, sequence, active_ms, cleanup_ms)``
+    An idle key of a job with ``short-term-memory-ttl`` on: its run sequence, when a
+    callback of the key last ran runs and when its expiry check is due (None: none).
 ``("flink-agents/control", 7, {...})``
-    Any key of a job with ``short-term-memory-ttl`` on: ``sequence``, ``run``, ``pending``,
-    ``active_ms`` (when a callback of the key last ran runs) and ``cleanup_ms`` (when its
-    expiry check is due), and those of ``scheduled``, ``waiting`` and ``forgets`` that are
-    not empty. Without the option, keys are written as before.
+    Any other key of such a job: ``sequence``, ``run``, ``pending``, ``active_ms``,
+    ``cleanup_ms``, and those of ``scheduled``, ``waiting`` and ``forgets`` that are not
+    empty. Without the option, keys are written as before.
 
 A due scheduled event waiting behind a key's run in progress sits in the key's queue of
 inputs as ``("flink-agents/due", 1, {handle, due_ms, event})``, a due waiting run as
@@ -108,9 +110,16 @@ def encode_control(control: KeyControl) -> Any:
     return (CONTROL_TAG, 5, fields)
 
 
-def _with_expiry(control: KeyControl) -> tuple[str, int, dict[str, Any]]:
-    """Version 7: a key's control value with ``short-term-memory-ttl`` on, its fields
+def _with_expiry(control: KeyControl) -> tuple[Any, ...]:
+    """Version 7: a key's control value with ``short-term-memory-ttl`` on. An idle key's is
+    the flat ``(tag, 7, sequence, active_ms, cleanup_ms)``, what most keys hold between
+    records: in thread mode a value with a dict in it cost the job a tenth of its
+    throughput, written once per record (``bench/RESULTS.md``). Others hold their fields
     beyond the run sequence, run and queue count only where they are not empty."""
+    if control.run is None and not (
+        control.pending or control.scheduled or control.waiting or control.forgets
+    ):
+        return (CONTROL_TAG, 7, control.sequence, control.active_ms, control.cleanup_ms)
     fields: dict[str, Any] = {
         "sequence": control.sequence,
         "run": None if control.run is None else encode_run(control.run),
@@ -174,6 +183,8 @@ def decode_control(stored: Any) -> KeyControl | None:
     if type(stored) is tuple:
         if stored[0] == CONTROL_TAG:
             _version(stored[1], CONTROL_VERSION, "control value")
+            if len(stored) == 5:  # version 7, an idle key
+                return KeyControl(stored[2], active_ms=stored[3], cleanup_ms=stored[4])
             fields = stored[2]
             run = fields["run"]
             scheduled = fields.get("scheduled")  # (version 3)

@@ -120,6 +120,16 @@ def expiring_control() -> KeyControl:
     )
 
 
+def expiring_idle_control() -> KeyControl:
+    """An idle key of a job with ``short-term-memory-ttl``, its expiry check pending: the
+    value behind ``control-0.3.0-expiring-idle``."""
+    from tests.runtime.golden.values import SLEEPING_SEQUENCE, SLEEPING_WAKE_MS
+
+    return KeyControl(
+        SLEEPING_SEQUENCE, active_ms=SLEEPING_WAKE_MS, cleanup_ms=SLEEPING_WAKE_MS + 3_600_000
+    )
+
+
 def forget_request() -> Any:
     """A queued ``ForgetKey`` request: the value behind ``pending-0.3.0-forget``."""
     from flink_agents.api import ForgetKey

@@ -39,6 +39,7 @@ from flink_agents.runtime._scheduling import (
 )
 from tests.runtime.golden.make_current import (
     expiring_control,
+    expiring_idle_control,
     forget_request,
     forgetting_control,
     sleeping_control,
@@ -212,6 +213,14 @@ def test_a_key_with_a_memory_ttl_reads_back_and_is_written_as_version_7() -> Non
     assert encode_control(control)[1] == 3
 
 
+def test_an_idle_key_with_a_memory_ttl_is_written_flat_and_reads_back() -> None:
+    stored = load("control-0.3.0-expiring-idle")
+    want = expiring_idle_control()
+    assert stored == (CONTROL_TAG, 7, want.sequence, want.active_ms, want.cleanup_ms)
+    assert decode_control(stored) == want
+    assert encode_control(want) == stored
+
+
 def test_a_queued_forget_request_reads_back() -> None:
     stored = load("pending-0.3.0-forget")
     assert forget_request_of(stored) == {"request_id": "ticket-1"}
@@ -249,6 +258,7 @@ def test_what_is_stored_names_no_private_module_of_ours() -> None:
     values["control-0.3.0-forgetting"] = load("control-0.3.0-forgetting")
     values["pending-0.3.0-forget"] = load("pending-0.3.0-forget")
     values["control-0.3.0-expiring"] = load("control-0.3.0-expiring")
+    values["control-0.3.0-expiring-idle"] = load("control-0.3.0-expiring-idle")
     for name, value in values.items():
         globals_named = _globals(pickle.dumps(value))
         private = [g for g in globals_named if g.startswith("flink_agents") and "._" in g]
