@@ -8,9 +8,10 @@ record comes on its input or signal stream (``docs/waiting.md``, "Forgetting a k
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
+
+from flink_agents.cli._history import add_key_options, add_log_option, key_of
 
 EPILOG = """\
 Removes the key's records from the action log (every job in it), its long-term memory sets
@@ -30,17 +31,8 @@ def add_parser(commands: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    key = forget.add_mutually_exclusive_group(required=True)
-    key.add_argument("--key", help="the key, a string as the key selector returned it")
-    key.add_argument(
-        "--key-json", metavar="JSON", help="a key that is not a string, as JSON (e.g. 42)"
-    )
-    forget.add_argument(
-        "--log",
-        metavar="URL",
-        help="the action log (sqlite:///path.db, a file path or postgresql://...); default: "
-        "the job's default, from config.yaml or <data-dir>/action-log.db",
-    )
+    add_key_options(forget)
+    add_log_option(forget)
     forget.add_argument("--data-dir", help="the agent option data-dir")
     forget.add_argument(
         "--store", help="the agent option long-term-memory-store: a directory or http(s) URL"
@@ -55,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from flink_agents.runtime import forget_stored_key, load_options
 
     try:
-        key = args.key if args.key_json is None else json.loads(args.key_json)
-    except json.JSONDecodeError as error:
-        print(f"error: --key-json is not JSON: {error}", file=sys.stderr)
+        key = key_of(args)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     overrides = {
         name: value

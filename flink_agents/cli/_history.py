@@ -49,13 +49,32 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     history.add_argument("--job", required=True, help="the job's name in the log")
-    key = history.add_mutually_exclusive_group(required=True)
+    add_key_options(history)
+    add_log_option(history)
+    history.add_argument("--json", action="store_true", help="print JSON instead of a tree")
+
+
+def add_key_options(parser: Any) -> None:
+    """``--key K`` or ``--key-json JSON``: the key a command is about (``key_of`` reads it)."""
+    key = parser.add_mutually_exclusive_group(required=True)
     key.add_argument("--key", help="the key, a string as the key selector returned it")
     key.add_argument(
         "--key-json", metavar="JSON", help="a key that is not a string, as JSON (e.g. 42)"
     )
-    add_log_option(history)
-    history.add_argument("--json", action="store_true", help="print JSON instead of a tree")
+
+
+def key_of(args: Any) -> Any:
+    """The key ``add_key_options`` took.
+
+    Raises:
+        ValueError: ``--key-json`` is not JSON.
+    """
+    if args.key_json is None:
+        return args.key
+    try:
+        return json.loads(args.key_json)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--key-json is not JSON: {error}") from None
 
 
 def add_log_option(parser: Any) -> None:
@@ -71,9 +90,9 @@ def add_log_option(parser: Any) -> None:
 def run(args: Any) -> int:
     """Print the history; 1 when the log holds nothing of the key, 2 when it cannot be read."""
     try:
-        key = args.key if args.key_json is None else json.loads(args.key_json)
-    except json.JSONDecodeError as error:
-        return _fail(f"--key-json is not JSON: {error}")
+        key = key_of(args)
+    except ValueError as error:
+        return _fail(str(error))
     try:
         log = _open(args.log)
     except (FlinkAgentsError, ValueError) as error:  # ActionLogError, a bad URL, bad options

@@ -32,10 +32,12 @@ from tests.runtime.flink.stop_savepoint_job import drop, job_environment, until
 from tests.runtime.forgetting_agents import Remembers, parse_record
 
 
-def build_job(spec: dict[str, Any]) -> Any:
-    env = job_environment(spec["mode"], None, restarts=2)
+def build_job(spec: dict[str, Any], restarts: int = 2, **options: Any) -> Any:
+    """``Remembers`` over the spec's input directory, its outputs committed to its output
+    directory, with ``options`` besides the spec's data directory and a standard event log."""
+    env = job_environment(spec["mode"], None, restarts=restarts)
     agents = AgentsExecutionEnvironment.get_execution_environment(
-        env, data_dir=spec["data_dir"], action_log_job=spec["job"], event_log_level="standard"
+        env, data_dir=spec["data_dir"], event_log_level="standard", **options
     )
     records = read_json_lines(env, spec["input_dir"], parse_record)
     outputs = agents.from_datastream(records, "user").apply(Remembers).to_datastream()
@@ -49,7 +51,7 @@ def committed(spec: dict[str, Any]) -> set[Any]:
 
 def main(argv: list[str]) -> None:
     spec = json.loads(Path(argv[0]).read_text())
-    client = build_job(spec).execute_async("forget")
+    client = build_job(spec, action_log_job=spec["job"]).execute_async("forget")
     ended = client.get_job_execution_result()
     drop(spec, "records.jsonl", spec["records"])
     wanted = {r["id"] for r in spec["records"] if not r.get("ask")}

@@ -50,14 +50,26 @@ def _spec(mode: str, directory: Path) -> dict:
     }
 
 
+def run_job(module: str, spec: dict, directory: Path, monkeypatch) -> dict:
+    """Run the job ``module`` (``forget_job``, ``ttl_job``) in a child process with
+    ``spec``, in its mode; its result."""
+    if spec["mode"] == "process":
+        monkeypatch.setenv("_python_worker_execution_mode", "process")
+    spec_file = directory / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    return run_child_job(module, spec_file, spec["mode"])
+
+
+def savepoint_bytes(result: dict) -> bytes:
+    """Every byte of the savepoint a job's result names."""
+    files = Path(result["savepoint"].removeprefix("file:")).rglob("*")
+    return b"".join(file.read_bytes() for file in files if file.is_file())
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_nothing_of_a_forgotten_key_is_left(mode, tmp_path, monkeypatch):
-    if mode == "process":
-        monkeypatch.setenv("_python_worker_execution_mode", "process")
     spec = _spec(mode, tmp_path)
-    spec_file = tmp_path / "spec.json"
-    spec_file.write_text(json.dumps(spec))
-    result = run_child_job("tests.runtime.flink.forget_job", spec_file, mode)
+    result = run_job("tests.runtime.flink.forget_job", spec, tmp_path, monkeypatch)
     data = Path(spec["data_dir"])
 
     # The failure happened, and both keys' records ran (outputs are the user's: kept).
@@ -67,11 +79,7 @@ def test_nothing_of_a_forgotten_key_is_left(mode, tmp_path, monkeypatch):
 
     # Flink state: a savepoint taken after the erasure holds nothing of alice (no key, no
     # memory, no timer, no waiting run), and bob's state (the search finds a key's bytes).
-    savepoint = b"".join(
-        f.read_bytes()
-        for f in Path(result["savepoint"].removeprefix("file:")).rglob("*")
-        if f.is_file()
-    )
+    savepoint = savepoint_bytes(result)
     assert b"bob" in savepoint and KEPT.encode() in savepoint
     assert b"alice" not in savepoint and SECRET.encode() not in savepoint
 

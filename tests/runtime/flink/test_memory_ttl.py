@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from flink_agents.runtime.flink import read_json_files
-from tests.children import run_child_job
 from tests.runtime.flink.runners import MODES
+from tests.runtime.flink.test_forget_key import run_job, savepoint_bytes
 from tests.runtime.test_forget_key import KEPT, SECRET, event_lines
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
@@ -48,12 +48,8 @@ def _spec(mode: str, directory: Path) -> dict:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_idle_keys_memory_expires(mode, tmp_path, monkeypatch):
-    if mode == "process":
-        monkeypatch.setenv("_python_worker_execution_mode", "process")
     spec = _spec(mode, tmp_path)
-    spec_file = tmp_path / "spec.json"
-    spec_file.write_text(json.dumps(spec))
-    result = run_child_job("tests.runtime.flink.ttl_job", spec_file, mode)
+    result = run_job("tests.runtime.flink.ttl_job", spec, tmp_path, monkeypatch)
 
     counts = {o["id"]: o["count"] for o in read_json_files(tmp_path / "out")}
     assert (counts[1], counts[2]) == (1, 2)
@@ -61,11 +57,7 @@ def test_an_idle_keys_memory_expires(mode, tmp_path, monkeypatch):
     # Bob never was: his count went on.
     assert [counts[i] for i in (10, *range(11, 11 + BEATS), 30)] == list(range(1, BEATS + 3))
 
-    savepoint = b"".join(
-        f.read_bytes()
-        for f in Path(result["savepoint"].removeprefix("file:")).rglob("*")
-        if f.is_file()
-    )
+    savepoint = savepoint_bytes(result)
     assert f"{KEPT} last".encode() in savepoint and b"fresh" in savepoint
     assert SECRET.encode() not in savepoint
     expired = [

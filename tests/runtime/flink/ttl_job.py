@@ -16,37 +16,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from flink_agents.api import AgentsExecutionEnvironment
-from flink_agents.runtime.flink import read_json_files
-from tests.json_lines import read_json_lines, write_json_lines
 from tests.memory.long_term.rescale_job import stop_with_savepoint
-from tests.runtime.flink.stop_savepoint_job import drop, job_environment, until
-from tests.runtime.forgetting_agents import Remembers, parse_record
-
-
-def build_job(spec: dict[str, Any]) -> Any:
-    env = job_environment(spec["mode"], None)
-    agents = AgentsExecutionEnvironment.get_execution_environment(
-        env,
-        data_dir=spec["data_dir"],
-        short_term_memory_ttl=spec["ttl_s"],
-        event_log_level="standard",
-    )
-    records = read_json_lines(env, spec["input_dir"], parse_record)
-    outputs = agents.from_datastream(records, "user").apply(Remembers).to_datastream()
-    write_json_lines(outputs, spec["output_dir"])
-    return env
-
-
-def committed(spec: dict[str, Any]) -> set[Any]:
-    return {output.get("id") for output in read_json_files(Path(spec["output_dir"]))}
+from tests.runtime.flink.forget_job import build_job, committed
+from tests.runtime.flink.stop_savepoint_job import drop, until
 
 
 def main(argv: list[str]) -> None:
     spec = json.loads(Path(argv[0]).read_text())
-    client = build_job(spec).execute_async("ttl")
+    client = build_job(spec, restarts=0, short_term_memory_ttl=spec["ttl_s"]).execute_async("ttl")
     ended = client.get_job_execution_result()
     drop(spec, "first.jsonl", spec["first"])
     until(lambda: {r["id"] for r in spec["first"]} <= committed(spec), "first outputs", ended)
