@@ -77,15 +77,9 @@ def forget_stored_key(
         ActionLogError: the action log cannot be opened or written.
         StoreLockedError: the embedded store is open in a running job's process.
     """
-    from flink_agents._ids import key_text, memory_key_text
-    from flink_agents.memory.long_term import (
-        KNOWLEDGE_COLLECTION,
-        MEMORY_COLLECTION,
-        delete_key_points,
-        delete_owned_knowledge,
-    )
+    from flink_agents._ids import key_text
     from flink_agents.runtime._event_log import log_files, purge_key_lines
-    from flink_agents.runtime._long_term import open_store, store_location
+    from flink_agents.runtime._long_term import forget_in_store, store_location
     from flink_agents.runtime._options import load_options
     from flink_agents.runtime.action_log import open_action_log
 
@@ -95,20 +89,7 @@ def forget_stored_key(
     if url is not None and url != "memory://" and _exists(url):
         with open_action_log(url) as log:
             removed["action_log_records"] = log.forget_key(key_text(key))
-    location = store_location(options)
-    if location.startswith(("http://", "https://")) or Path(location).is_dir():
-        store = open_store(location)
-        try:
-            collections = store.collections()
-            text = memory_key_text(key)
-            if MEMORY_COLLECTION in collections:
-                removed["long_term_items"] = delete_key_points(store, MEMORY_COLLECTION, text)
-            if KNOWLEDGE_COLLECTION in collections:
-                removed["knowledge_items"] = delete_owned_knowledge(
-                    store, KNOWLEDGE_COLLECTION, text
-                )
-        finally:
-            store.close()
+    removed.update(forget_in_store(store_location(options), key))
     directory = options.event_log_directory()
     if directory.is_dir():
         removed["event_log_lines"] = sum(purge_key_lines(f, key) for f in log_files(directory))

@@ -55,6 +55,33 @@ def open_store(location: str) -> VectorStore:
     return open_vector_store(location, api_key=os.environ.get(API_KEY_ENV) if remote else None)
 
 
+def forget_in_store(location: str, key: Any) -> dict[str, int]:
+    """Delete ``key``'s memory sets and the knowledge items its runs wrote from the store at
+    ``location``, opened for this alone (nothing where no store was ever made), by kind."""
+    from flink_agents.memory.long_term import (
+        KNOWLEDGE_COLLECTION,
+        MEMORY_COLLECTION,
+        delete_key_points,
+        delete_owned_knowledge,
+    )
+
+    remote = location.startswith(("http://", "https://"))
+    if not remote and (location == ":memory:" or not Path(location).is_dir()):
+        return {}
+    store = open_store(location)
+    removed: dict[str, int] = {}
+    try:
+        collections = store.collections()
+        text = memory_key_text(key)
+        if MEMORY_COLLECTION in collections:
+            removed["long_term_items"] = delete_key_points(store, MEMORY_COLLECTION, text)
+        if KNOWLEDGE_COLLECTION in collections:
+            removed["knowledge_items"] = delete_owned_knowledge(store, KNOWLEDGE_COLLECTION, text)
+    finally:
+        store.close()
+    return removed
+
+
 class LongTermProvider:
     """Opens the store and models lazily; hands each action its key's view."""
 
@@ -87,17 +114,15 @@ class LongTermProvider:
 
     def forget_key(self, key: Any) -> dict[str, int]:
         """Delete ``key``'s long-term memory and the knowledge items its runs wrote, by
-        kind: nothing to do (and nothing opened) where no store was ever made."""
-        location = self.location()
-        remote = location.startswith(("http://", "https://"))
-        never_made = location == ":memory:" or not Path(location).exists()
-        if self._memory is None and not remote and never_made:
-            return {}
-        self._open()
-        assert self._memory is not None and self._knowledge is not None
+        kind: through the open memory (after its writes and compactions in flight), else
+        in the store alone (no model is loaded: ``forget_in_store``)."""
+        with self._lock:
+            memory, knowledge = self._memory, self._knowledge
+        if memory is None or knowledge is None:
+            return forget_in_store(self.location(), key)
         return {
-            "long_term_items": self._memory.forget_key(key),
-            "knowledge_items": self._knowledge.forget_owner(memory_key_text(key)),
+            "long_term_items": memory.forget_key(key),
+            "knowledge_items": knowledge.forget_owner(memory_key_text(key)),
         }
 
     def close(self, timeout: float | None = 60.0) -> None:

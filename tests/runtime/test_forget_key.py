@@ -196,6 +196,22 @@ def test_the_local_runner_forgets_a_key_on_request(tmp_path):
     assert SECRET.encode() not in log_bytes(tmp_path)
 
 
+def test_a_runner_that_never_opened_the_store_erases_there_too(tmp_path):
+    """After a restart, say: the key's long-term memory and knowledge are deleted from the
+    store alone, without loading an embedding model."""
+    runner_options = AgentOptions(**options(tmp_path))
+    first = LocalRunner(Remembers, options=runner_options, journal=local_journal(runner_options))
+    first.run("alice", {"user": "alice", "text": SECRET, "long_term": True})
+    first.run("bob", {"user": "bob", "text": KEPT, "long_term": True})
+    first.engine.close()
+    second = LocalRunner(Remembers, options=runner_options, journal=local_journal(runner_options))
+    second.forget("alice")
+    assert second.engine.long_term._memory is None  # (never opened)
+    second.engine.close()
+    stored = stored_texts(tmp_path)
+    assert SECRET not in stored and KEPT in stored
+
+
 def test_forget_requests_come_on_the_signal_stream_too(tmp_path):
     env = AgentsExecutionEnvironment.get_execution_environment(**options(tmp_path))
     builder = env.from_list([{"user": "alice", "text": SECRET, "ask": True}], by_user)
