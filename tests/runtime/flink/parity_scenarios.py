@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
+from flink_agents.api import ForgetKey
 from tests.runtime.flink import parity_agents
 from tests.runtime.flink.runners import Pipeline
+from tests.runtime.forgetting_agents import Remembers
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -143,6 +146,20 @@ def scheduling_records() -> list[dict]:
     return records
 
 
+def forgetting_records() -> list[Any]:
+    """Three users' notes, some scheduling a follow-up or waiting for an answer, with
+    ``ForgetKey`` records among them: one for a user with a follow-up pending and a run
+    waiting, whose later note starts afresh, and one for a user never seen."""
+    records: list[Any] = []
+    for n, user in enumerate(["alice", "bob", "alice", "carol", "alice", "bob"]):
+        records.append(
+            {"user": user, "text": f"{user} {n}", "follow_up": n in (0, 1, 4), "ask": n in (2, 3)}
+        )
+    records.insert(5, ForgetKey("alice", request_id="parity"))
+    records += [ForgetKey("dave"), {"user": "alice", "text": "after"}]
+    return records
+
+
 def retry_records() -> list[dict]:
     """Deterministic failures (which exhaust the attempts) among successes, and flaky
     records that succeed on their second or third attempt or never, each with records of
@@ -258,6 +275,7 @@ PIPELINES = [
         options={"action_log": "none", "state_cache_keys": 0},
     ),
     Pipeline("support-triage-plan", REPO / "plans/support_triage.yaml", tickets(), key="user"),
+    Pipeline("forgetting", Remembers, forgetting_records(), key="user"),
     Pipeline(
         "sub-agents",
         parity_agents.DelegatingAgent,
