@@ -248,8 +248,11 @@ class KeyDriver:
         if control is None:
             control = self._control(key, state, known, timers)
         if control.run is None:
-            if self._ttl_ms is not None and control.active_ms is not None:
-                self._expire_if_idle(key, control, state, timers.now_ms())
+            if control.active_ms is not None:  # (``short-term-memory-ttl``)
+                if self._ttl_ms is None:  # turned off since: the key is written as before
+                    control.active_ms = control.cleanup_ms = None
+                else:
+                    self._expire_if_idle(key, control, state, timers.now_ms())
             self.parked.wait_for_free_slot()
             if (
                 self._plain_runs
@@ -774,6 +777,10 @@ class KeyDriver:
         has been idle for the TTL, else check again when it will have been (a key not idle
         now gets its check when its runs end)."""
         control.cleanup_ms = None
+        if self._ttl_ms is None:  # the option was turned off since the check was set
+            control.active_ms = None
+            self._set_control(key, state, control)
+            return
         now_ms = timers.now_ms()
         active = control.idle and control.active_ms is not None
         if active and not self._expire_if_idle(key, control, state, now_ms):

@@ -90,6 +90,31 @@ def test_a_restored_key_whose_check_was_lost_expires_when_it_is_next_seen(tmp_pa
     assert agent.run("ada", note("two"))[0]["count"] == 1  # expired when seen
 
 
+def test_turning_the_ttl_off_keeps_the_memory_of_keys_checked_before(tmp_path):
+    """A job restored without the option, from state written with it: the pending checks
+    fire, find the option off, and leave the memory (and the key's control value is
+    written as before again)."""
+    agent = runner(tmp_path)
+    agent.run("ada", note("one"))
+    snapshot = agent.snapshot()
+    assert snapshot.states["ada"].stored_control.cleanup_ms is not None
+    off = LocalRunner(Remembers, options=AgentOptions(data_dir=str(tmp_path)))
+    off.restore(snapshot)
+    off.advance_time(HOUR * 2)  # the restored check fires
+    assert off.short_term_memory("ada")["count"] == 1
+    control = off._states["ada"].stored_control
+    assert (control.active_ms, control.cleanup_ms) == (None, None)
+    assert off.run("ada", note("two"))[0]["count"] == 2
+    # A key that ran with the option and had no check pending drops its fields when seen.
+    busy = runner(tmp_path)
+    busy.run("bob", note("one", follow_up=True))  # not idle: no check
+    snapshot = busy.snapshot()
+    assert snapshot.states["bob"].stored_control.active_ms is not None
+    off.restore(snapshot)
+    off.run("bob", note("two"))
+    assert off._states["bob"].stored_control.active_ms is None
+
+
 def test_without_a_ttl_memory_stays(tmp_path):
     agent = LocalRunner(Remembers, options=AgentOptions(data_dir=str(tmp_path)))
     agent.run("ada", note("one"))
