@@ -488,6 +488,7 @@ if sys.version_info < (3, 12):  # as 3.12 does from the moment the main thread e
         start(self)
     threading.Thread.start = refusing
 store = open_shared_store(sys.argv[1])
+store.upsert("mem", [item(0)])  # one write answered before the threads (the later count)
 def write(first):
     try:
         for n in range(first, first + 100_000):
