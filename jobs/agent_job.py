@@ -11,7 +11,9 @@ with ``--memory-snapshots``, each key's short-term memory after every run to
 ``OUTPUT/memory``). Agent options come from the cluster's ``config.yaml`` under ``agent:``
 and from ``--option name=value``. ``--signals FILE --signal-type module:Class`` reads
 signals for the agent's keys too (``docs/waiting.md``): each line the fields of one event,
-keyed by ``--signal-key`` (default: ``--key``).
+keyed by ``--signal-key`` (default: ``--key``). ``--forget FILE`` reads erasure requests,
+each line ``{"key": K, "request_id": ...}``: each key's state, log records, long-term memory
+and event-log lines are erased (``ForgetKey``, ``docs/waiting.md``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--signal-key", default=None, help="the field that keys the signals")
     parser.add_argument("--signal-type", default=None, help="the signals' Event: module:Class")
     parser.add_argument(
+        "--forget", type=Path, default=None, help='erasure requests: {"key", "request_id"} lines'
+    )
+    parser.add_argument(
         "--option", action="append", default=[], metavar="NAME=VALUE", help="an agent option"
     )
     args = parser.parse_args(argv)
@@ -65,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         errors=output / "errors",
         memory=output / "memory" if args.memory_snapshots else None,
         signals=args.signals.resolve() if args.signals else None,
+        forget=args.forget.resolve() if args.forget else None,
     )
     build_agent_job(
         env,

@@ -32,6 +32,7 @@ from pyflink.datastream.connectors.file_system import (
 from pyflink.datastream.state import ValueStateDescriptor
 
 from flink_agents._shipping import ShippedByName, ShippedFunction
+from flink_agents.api import ForgetKey
 from flink_agents.plan import AgentPlan
 from flink_agents.runtime._keys import ConstantKey, key_function
 from flink_agents.runtime._records import (
@@ -58,6 +59,9 @@ class JobPaths:
     memory: Path | None = None
     signals: Path | None = None
     """Signals for the agent's keys (``with_signals``): a JSON-lines file or folder."""
+    forget: Path | None = None
+    """Erasure requests (``ForgetKey``): a JSON-lines file or folder of ``{"key": K,
+    "request_id": ...}`` lines, taken with the input."""
 
 
 class ParseJsonLines(ShippedByName, KeyedProcessFunction):
@@ -143,6 +147,11 @@ def build_agent_job(
     agents = FlinkExecutionEnvironment(env, **options)
     env.enable_checkpointing(checkpoint_interval_ms)
     records = _json_lines(env, files, key_field, "")
+    if paths.forget is not None:
+        requests = _json_lines(env, input_files(paths.forget), "key", "forget-").map(
+            ShippedFunction(_forget_request), output_type=Types.PICKLED_BYTE_ARRAY()
+        )
+        records = records.union(requests.name("forget-requests").uid("forget-requests"))
     builder = agents.from_datastream(records, key_field)
     if signal_files:
         signal_key = signal_key or key_field
@@ -180,6 +189,17 @@ def _json_lines(
         )
         records = parsed if records is None else records.union(parsed)
     return records
+
+
+def _forget_request(record: Any) -> Any:
+    """A line of the erasure requests' files as the ``ForgetKey`` it asks for (a rejected
+    line, or one whose ``request_id`` is not text, as a ``RejectedRecord``)."""
+    if type(record) is RejectedRecord:
+        return record
+    try:
+        return ForgetKey(record["key"], request_id=record.get("request_id"))
+    except TypeError as error:
+        return RejectedRecord(rejected(str(error), input=record))
 
 
 def _to_files(stream: DataStream, directory: Path, prefix: str) -> None:

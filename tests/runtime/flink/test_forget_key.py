@@ -94,3 +94,49 @@ def test_nothing_of_a_forgotten_key_is_left(mode, tmp_path, monkeypatch):
     assert [line for line in lines if KEPT in line]
     confirmations = [json.loads(line) for line in lines if '"key_forgotten"' in line]
     assert confirmations and all(c["request_id"] == "ticket-9" for c in confirmations)
+
+
+def test_the_main_job_takes_erasure_requests_from_files_of_their_own(tmp_path):
+    """``JobPaths.forget`` (``--forget`` of ``jobs/agent_job.py``): each line a request,
+    made a ``ForgetKey``; a line without a key, or whose ``request_id`` is not text, goes
+    to the error output. (The two inputs are not ordered against each other: the test
+    asks only that the requests reached the agent.)"""
+    from flink_agents.plan import to_plan
+    from flink_agents.runtime.flink import JobPaths, build_agent_job
+    from tests.runtime.flink.runners import flink_environment
+    from tests.runtime.forgetting_agents import Remembers
+
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"user": u, "text": f"{u} note"}) + "\n" for u in ("alice", "bob"))
+    )
+    requests = [{"key": "alice", "request_id": "t-1"}, {"key": "carol"}, {"id": 3}]
+    requests.append({"key": "dave", "request_id": 7})
+    (tmp_path / "forget.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
+    paths = JobPaths(
+        tmp_path / "in.jsonl",
+        tmp_path / "out",
+        tmp_path / "err",
+        forget=tmp_path / "forget.jsonl",
+    )
+    env = flink_environment(parallelism=1)
+    build_agent_job(
+        env,
+        to_plan(Remembers),
+        paths,
+        "user",
+        checkpoint_interval_ms=300,
+        data_dir=str(tmp_path / "data"),
+        event_log_level="standard",
+    )
+    env.execute("forget-requests")
+    confirmations = [
+        json.loads(line) for line in event_lines(tmp_path / "data") if '"key_forgotten"' in line
+    ]
+    assert sorted(str(c["request_id"]) for c in confirmations) == ["None", "t-1"]
+    errors = sorted(read_json_files(tmp_path / "err"), key=lambda e: e["reason"])
+    assert [(e["kind"], e["reason"]) for e in errors] == [
+        ("rejected", "record has no key field 'key'"),
+        ("rejected", "request_id is a str or None, got int"),
+    ]
+    assert (errors[0]["line"], errors[1]["input"]) == (3, {"key": "dave", "request_id": 7})
+    assert {o["user"] for o in read_json_files(tmp_path / "out")} == {"alice", "bob"}
