@@ -15,7 +15,6 @@ the scripted TEST STAND-IN, which the output says.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections import Counter
@@ -31,7 +30,10 @@ from flink_agents.cli._demo import (
     _job_name,
     _model_for,
     _print_model,
+    demo_options,
     execute_with_progress,
+    minicluster_environment,
+    read_lines,
     with_model,
 )
 from flink_agents.examples import refunds
@@ -82,13 +84,8 @@ def _run_local(
     plan: AgentPlan, requests: Path, approvals: Path, out: Path, console: Console
 ) -> dict[str, Any]:
     output_path, error_path = out / "outputs.jsonl", out / "errors.jsonl"
-    options = AgentOptions(
-        error_policy="error-output",
-        event_log_level="standard",
-        event_log_dir=str(out / "event-log"),
-        action_log=f"sqlite://{out / 'action-log.db'}",
-        action_log_job=_job_name(),
-    )
+    log = f"sqlite://{out / 'action-log.db'}"
+    options = AgentOptions(action_log=log, **demo_options(out, _job_name()))
     signals = Signals(approvals, KEY_FIELD, refunds.Approval)
     with (
         output_path.open("w", encoding="utf-8") as output,
@@ -98,8 +95,8 @@ def _run_local(
             plan, requests, KEY_FIELD, output, errors, options=options, signals=signals
         )
     return {
-        "outputs": _read_lines(output_path),
-        "errors": _read_lines(error_path),
+        "outputs": read_lines(output_path),
+        "errors": read_lines(error_path),
         "metrics": report.runner.metrics.snapshot(),
         "output_dir": output_path,
     }
@@ -108,19 +105,10 @@ def _run_local(
 def _run_minicluster(
     plan: AgentPlan, requests: Path, approvals: Path, out: Path, console: Console
 ) -> dict[str, Any]:
-    from pyflink.datastream import StreamExecutionEnvironment
-
-    from flink_agents.runtime.flink import (
-        JobPaths,
-        build_agent_job,
-        read_json_files,
-        use_project_logging,
-    )
+    from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
 
     paths = JobPaths(requests, out / "outputs", out / "errors", signals=approvals)
-    use_project_logging()  # before the JVM starts: no environment (API key) in Flink's log
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
+    env = minicluster_environment()
     build_agent_job(
         env,
         plan,
@@ -128,10 +116,7 @@ def _run_minicluster(
         KEY_FIELD,
         1000,
         signal_type=refunds.Approval,
-        error_policy="error-output",
-        event_log_level="standard",
-        event_log_dir=str(out / "event-log"),
-        action_log_job=_job_name(),
+        **demo_options(out, _job_name()),
     )
     execute_with_progress(env, f"flink-agents demo --approvals: {plan.name}", paths.output, console)
     return {
@@ -140,10 +125,6 @@ def _run_minicluster(
         "metrics": _final_metrics(out / "event-log"),
         "output_dir": paths.output,
     }
-
-
-def _read_lines(path: Path) -> list[Any]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 def decisions(outputs: list[dict[str, Any]]) -> dict[str, str]:

@@ -231,35 +231,44 @@ def _model_summary(model: DemoModel | None, replies: list[dict[str, Any]]) -> di
     }
 
 
-def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict[str, Any]:
+def demo_options(out: Path, job: str) -> dict[str, Any]:
+    """The agent options the demos run with, on either runner: a failed run (a model that
+    keeps failing, say) goes to the error output, instead of restarting a Flink job from
+    its checkpoint forever; the event log under ``out``; the action log's job ``job``."""
+    return {
+        "error_policy": "error-output",
+        "event_log_level": "standard",
+        "event_log_dir": str(out / "event-log"),
+        "action_log_job": job,
+    }
+
+
+def minicluster_environment() -> Any:
+    """The demos' MiniCluster environment, at parallelism 2, with the project's logging
+    set before the JVM starts (no environment, so no API key, in Flink's log)."""
     from pyflink.datastream import StreamExecutionEnvironment
 
-    job = _job_name()
+    from flink_agents.runtime.flink import use_project_logging
 
-    from flink_agents.runtime.flink import (
-        JobPaths,
-        build_agent_job,
-        read_json_files,
-        use_project_logging,
-    )
-
-    paths = JobPaths(data, out / "outputs", out / "errors", out / "memory")
-    use_project_logging()  # before the JVM starts: no environment (API key) in Flink's log
+    use_project_logging()
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
-    # A failed run (a model that keeps failing, say) goes to the error output, as with
-    # the local runner, instead of restarting the job from its checkpoint forever.
+    return env
+
+
+def read_lines(path: Path) -> list[Any]:
+    """The records of a JSON-lines file the local runner wrote."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _run_minicluster(plan: Any, data: Path, out: Path, console: Console) -> dict[str, Any]:
+    from flink_agents.runtime.flink import JobPaths, build_agent_job, read_json_files
+
+    job = _job_name()
+    paths = JobPaths(data, out / "outputs", out / "errors", out / "memory")
+    env = minicluster_environment()
     build_agent_job(
-        env,
-        plan,
-        paths,
-        KEY_FIELD,
-        1000,
-        memory_snapshots=True,
-        error_policy="error-output",
-        event_log_level="standard",
-        event_log_dir=str(out / "event-log"),
-        action_log_job=job,
+        env, plan, paths, KEY_FIELD, 1000, memory_snapshots=True, **demo_options(out, job)
     )
     execute_with_progress(env, f"flink-agents demo: {plan.name}", paths.output, console)
     errors = read_json_files(paths.errors)
@@ -359,17 +368,10 @@ def _run_local(plan: Any, data: Path, out: Path, console: Console) -> dict[str, 
         error_path.open("w", encoding="utf-8") as errors,
     ):
         job, log = _job_name(), f"sqlite://{out / 'action-log.db'}"
-        options = AgentOptions(
-            error_policy="error-output",
-            event_log_level="standard",
-            event_log_dir=str(out / "event-log"),
-            action_log=log,
-            action_log_job=job,
-        )
+        options = AgentOptions(action_log=log, **demo_options(out, job))
         report = run_json_lines(plan, data, KEY_FIELD, output, errors, options=options)
     runner = report.runner
-    outputs = [json.loads(line) for line in output_path.read_text().splitlines() if line]
-    errors = [json.loads(line) for line in error_path.read_text().splitlines() if line]
+    outputs, errors = read_lines(output_path), read_lines(error_path)
     return {
         "outputs": report.outputs,
         "outputs_per_key": dict(runner.outputs_per_key),

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from flink_agents._ids import key_text
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.runtime.action_log import open_action_log
+from tests.cli.test_history import flink_agents_cli
 from tests.runtime.forgetting_agents import Remembers
 from tests.runtime.test_forget_key import KEPT, SECRET, by_user, event_lines, records, stored_texts
 
@@ -28,16 +27,7 @@ def log_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def forget_cli(*args: str) -> subprocess.CompletedProcess:
-    environment = {name: v for name, v in os.environ.items() if name != "FLINK_CONF_DIR"}
-    environment["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "flink_agents", "forget", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=environment,
-        timeout=120,
-    )
+    return flink_agents_cli("forget", *args)
 
 
 def key_rows(url: str, key: str) -> int:

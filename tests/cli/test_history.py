@@ -65,10 +65,18 @@ def log_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def history_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``flink-agents history ARGS`` in a fresh interpreter (which must import the agent's
     module to read its events)."""
+    return flink_agents_cli("history", *args, env=env)
+
+
+def flink_agents_cli(
+    command: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``flink-agents COMMAND ARGS`` in a fresh interpreter that can import the tests'
+    agents, without the Flink configuration of this process."""
     environment = {name: v for name, v in os.environ.items() if name != "FLINK_CONF_DIR"}
     environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "flink_agents", "history", *args],
+        [sys.executable, "-m", "flink_agents", command, *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
