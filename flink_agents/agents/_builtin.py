@@ -26,6 +26,8 @@ action, so a failure repeats at most one of them.
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -36,6 +38,7 @@ from flink_agents.api import (
     ChatRequestEvent,
     ChatResponseEvent,
     FlinkAgentsError,
+    LoopLimitExceededError,
     MaxStepsExceededError,
     MessageRole,
     ResourceType,
@@ -53,6 +56,8 @@ from flink_agents.api import (
 )
 from flink_agents.api.internal import resolve_output_schema
 
+_MS = timedelta(milliseconds=1)
+
 CHATS_PATH = "_flink_agents.chats"
 """Sensory-memory object holding the conversations waiting on tool results."""
 
@@ -66,6 +71,11 @@ class ChatSession(BaseModel):
     tools: list[str] | None
     output_schema: str | dict[str, Any] | None
     max_steps: int
+    max_total_tokens: int | None = None
+    max_time_ms: int | None = None
+    started_ms: int | None = None
+    """When the request's first model call was about to be made (``max_time`` counts from
+    there), on the runner's clock."""
     steps: int = 0
     usage: TokenUsage = TokenUsage()
 
@@ -82,6 +92,9 @@ async def chat_model_action(
             tools=event.tools,
             output_schema=event.output_schema,
             max_steps=event.max_steps,
+            max_total_tokens=event.max_total_tokens,
+            max_time_ms=None if event.max_time is None else event.max_time // _MS,
+            started_ms=_now_ms(ctx),
         )
     elif isinstance(event, ToolResponseEvent):
         path = f"{CHATS_PATH}.{event.request_id.hex}"
@@ -91,6 +104,7 @@ async def chat_model_action(
         ctx.sensory_memory.delete(path)
         session = ChatSession.model_validate(stored)
         session.messages.extend(_tool_message(result) for result in event.results)
+        _check_limits(session, ctx, asking=None)
     else:
         return
 
@@ -118,13 +132,7 @@ async def chat_model_action(
     message = response.message
 
     if message.tool_calls:
-        if session.steps >= session.max_steps:
-            asked = ", ".join(call.name for call in message.tool_calls)
-            raise MaxStepsExceededError(
-                f"chat request {session.request_id} to {session.model!r} made "
-                f"{session.steps} model calls (max_steps={session.max_steps}) without a final "
-                f"answer; the model still asks for tools: {asked}"
-            )
+        _check_limits(session, ctx, asking=", ".join(call.name for call in message.tool_calls))
         session.messages.append(message)
         request = ToolRequestEvent(model=session.model, tool_calls=message.tool_calls)
         ctx.sensory_memory.set(f"{CHATS_PATH}.{request.id.hex}", session)
@@ -140,6 +148,50 @@ async def chat_model_action(
             usage=session.usage,
         )
     )
+
+
+def _check_limits(session: ChatSession, ctx: RunnerContext, asking: str | None) -> None:
+    """Fail the request if it may not ask the model again: ``asking`` names the tools the
+    model's last answer asks for (the step limit counts then), None when tool results are
+    back (only tokens and time can have run out while the tools ran).
+
+    Raises:
+        LoopLimitExceededError: a limit is reached (``MaxStepsExceededError`` for steps).
+    """
+    where = f"chat request {session.request_id} to {session.model!r}"
+    still = f"; the model still asks for tools: {asking}" if asking is not None else ""
+    if asking is not None and session.steps >= session.max_steps:
+        raise MaxStepsExceededError(
+            f"{where} made {session.steps} model calls (max_steps={session.max_steps}) "
+            f"without a final answer{still}",
+            used=session.steps,
+            allowed=session.max_steps,
+        )
+    used = session.usage.total_tokens
+    if session.max_total_tokens is not None and used >= session.max_total_tokens:
+        raise LoopLimitExceededError(
+            f"{where} used {used} tokens in {session.steps} model calls "
+            f"(max_total_tokens={session.max_total_tokens}) without a final answer{still}",
+            limit="tokens",
+            used=used,
+            allowed=session.max_total_tokens,
+        )
+    if session.max_time_ms is not None and session.started_ms is not None:
+        elapsed_ms = _now_ms(ctx) - session.started_ms
+        if elapsed_ms >= session.max_time_ms:
+            raise LoopLimitExceededError(
+                f"{where} took {elapsed_ms / 1000:.3f}s in {session.steps} model calls "
+                f"(max_time={session.max_time_ms / 1000:g}s) without a final answer{still}",
+                limit="time",
+                used=elapsed_ms / 1000,
+                allowed=session.max_time_ms / 1000,
+            )
+
+
+def _now_ms(ctx: RunnerContext) -> int:
+    """The runner's clock (the local runner's simulated one), or the wall clock."""
+    now_ms = getattr(ctx, "now_ms", None)
+    return now_ms() if now_ms is not None else time.time_ns() // 1_000_000
 
 
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:

@@ -16,12 +16,15 @@ way the plan holds the configuration: resources (the model, the tools, the promp
         prompt: question             # optional prompt resource (or an MCP server's prompt)
         output_schema: pkg.mod:Answer  # optional pydantic model of the final answer
         max_steps: 8                 # model calls per input before it fails
+        max_total_tokens: 20000      # optional: tokens per input before another call fails
+        max_time: 120                # optional: seconds per input before another call fails
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -78,6 +81,12 @@ class ReActAgent(Agent):
             it and emitted as the output (otherwise the output is the answer's text).
         max_steps: model calls per input; the run fails with ``MaxStepsExceededError``
             when the model still asks for tools after that many.
+        max_total_tokens: tokens (prompt and completion, all calls) per input; once used,
+            the run fails with ``LoopLimitExceededError`` instead of calling the model
+            again. None: no limit.
+        max_time: wall time per input (the runner's processing time, from the first model
+            call); once past, the run fails with ``LoopLimitExceededError`` instead of
+            calling the model again. None: no limit.
         name: the agent's name in its plan.
     """
 
@@ -89,10 +98,18 @@ class ReActAgent(Agent):
         prompt: Prompt | str | OfferedPrompt | None = None,
         output_schema: type[BaseModel] | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
+        max_total_tokens: int | None = None,
+        max_time: timedelta | None = None,
         name: str = "react_agent",
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
+        if max_total_tokens is not None and max_total_tokens < 1:
+            raise ValueError("max_total_tokens must be at least 1")
+        if max_time is not None and not (
+            isinstance(max_time, timedelta) and max_time > timedelta(0)
+        ):
+            raise ValueError(f"max_time must be a positive timedelta, got {max_time!r}")
         if output_schema is not None and not (
             isinstance(output_schema, type) and issubclass(output_schema, BaseModel)
         ):
@@ -102,6 +119,8 @@ class ReActAgent(Agent):
         self.prompt = Prompt.from_text(prompt) if isinstance(prompt, str) else prompt
         self.output_schema = output_schema
         self.max_steps = max_steps
+        self.max_total_tokens = max_total_tokens
+        self.max_time = max_time
         self.agent_name = name
 
     def to_plan(self) -> Any:
@@ -123,6 +142,10 @@ class ReActAgent(Agent):
             "tools": tool_names,
             "max_steps": self.max_steps,
         }
+        if self.max_total_tokens is not None:
+            react["max_total_tokens"] = self.max_total_tokens
+        if self.max_time is not None:
+            react["max_time"] = self.max_time.total_seconds()
         if isinstance(self.prompt, OfferedPrompt):  # found by name among the offered ones
             source = _tool_set_name(self.prompt.source, _given_name(self.tools, self.prompt.source))
             if source not in tool_names:
@@ -145,6 +168,7 @@ class ReActAgent(Agent):
         """Turn the input into the chat request that starts the loop."""
         config = _config(ctx)
         prompt = None
+        max_time = config.get("max_time")
         if config.get("prompt"):
             prompt = ctx.get_resource(config["prompt"], ResourceType.PROMPT)
         request = ChatRequestEvent(
@@ -158,6 +182,8 @@ class ReActAgent(Agent):
             tools=config.get("tools"),
             output_schema=config.get("output_schema"),
             max_steps=config.get("max_steps", DEFAULT_MAX_STEPS),
+            max_total_tokens=config.get("max_total_tokens"),
+            max_time=None if max_time is None else timedelta(seconds=max_time),
         )
         ctx.sensory_memory.set(REQUEST_PATH, request.id.hex)
         ctx.send_event(request)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event
 from flink_agents.api._refs import import_ref, ref_of
+from flink_agents.api._upgrade import Upgradable
 
 if TYPE_CHECKING:
     from flink_agents.api._tools import ToolSpec
@@ -69,24 +71,34 @@ class ChatMessage(BaseModel):
     name: str | None = None
 
 
-class TokenUsage(BaseModel):
-    """Tokens a model call (or a sum of calls) consumed."""
+class TokenUsage(Upgradable):
+    """Tokens a model call (or a sum of calls) consumed.
+
+    Attributes:
+        prompt_tokens: input tokens, cached ones included.
+        completion_tokens: output tokens.
+        total_tokens: both.
+        cached_tokens: the input tokens the provider served from its prompt cache (priced
+            lower by most providers).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = 0
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )
 
 
-class ChatResponse(BaseModel):
+class ChatResponse(Upgradable):
     """What one model call returned.
 
     Attributes:
@@ -226,8 +238,40 @@ class StructuredOutputError(FlinkAgentsError, ValueError):
     """A model's final reply does not match the requested output schema."""
 
 
-class MaxStepsExceededError(FlinkAgentsError):
+class LoopLimitExceededError(FlinkAgentsError):
+    """A chat request's tool loop (a ReAct agent's run) reached one of its limits without a
+    final answer: model calls (``max_steps``), tokens (``max_total_tokens``) or wall time
+    (``max_time``). The run fails with it, under the error policy.
+
+    Attributes:
+        limit: which limit: ``"steps"``, ``"tokens"`` or ``"time"``.
+        used: what the loop had used when it stopped (calls, tokens, or seconds).
+        allowed: the limit.
+    """
+
+    def __init__(self, message: str, *, limit: str, used: float, allowed: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.used = used
+        self.allowed = allowed
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_limit_error, (type(self), str(self), self.limit, self.used, self.allowed))
+
+
+def _rebuild_limit_error(
+    cls: type[LoopLimitExceededError], message: str, limit: str, used: float, allowed: float
+) -> LoopLimitExceededError:
+    return cls(message, limit=limit, used=used, allowed=allowed)
+
+
+class MaxStepsExceededError(LoopLimitExceededError):
     """A chat request (or a ReAct agent) used its model calls without a final answer."""
+
+    def __init__(
+        self, message: str, *, limit: str = "steps", used: float = 0, allowed: float = 0
+    ) -> None:
+        super().__init__(message, limit=limit, used=used, allowed=allowed)
 
 
 # --- events -------------------------------------------------------------------------------
@@ -248,6 +292,16 @@ class ChatRequestEvent(Event):
         output_schema: the pydantic model class (stored as its ``module:qualname``) or JSON
             schema the final answer must match.
         max_steps: the most model calls this request may make.
+        max_total_tokens: the most tokens (prompt and completion, summed over the request's
+            model calls) it may use before another call; None: no limit.
+        max_time: the longest the request may take, from its first model call to its
+            last (the runner's processing time, tool calls and waits included); None: no
+            limit.
+
+    The limits are checked before each further model call (and ``max_steps`` when the model
+    asks for tools again): a request over one fails with ``LoopLimitExceededError``
+    (``MaxStepsExceededError`` for ``max_steps``). A final answer is never thrown away: the
+    call that overran a limit still answers the request if it needs no tools.
     """
 
     model: str
@@ -255,6 +309,15 @@ class ChatRequestEvent(Event):
     tools: list[str] | None = None
     output_schema: str | dict[str, Any] | None = None
     max_steps: int = Field(default=DEFAULT_MAX_STEPS, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_time: timedelta | None = None
+
+    @field_validator("max_time")
+    @classmethod
+    def _positive_time(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"max_time must be positive, got {value}")
+        return value
 
     @field_validator("output_schema", mode="before")
     @classmethod

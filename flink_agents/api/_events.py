@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from flink_agents._ids import new_event_id
+from flink_agents.api._upgrade import Upgradable
 
 
-class Event(BaseModel):
+class Event(Upgradable):
     """Base class of every event. Subclass it, with pydantic fields, for your own events.
 
     Unknown fields are rejected so a typo fails where it is made. Events travel through
-    Flink state and the action log, so subclasses must live at module level (picklable).
+    Flink state and the action log, so subclasses must live at module level (picklable); a
+    field added later (with a default) is filled in on events pickled before it.
     """
 
     model_config = ConfigDict(extra="forbid")

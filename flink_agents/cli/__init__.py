@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     llm.add_argument("--port", type=int, default=0, help="0 picks a free port")
     llm.add_argument("--script", type=Path, help="rules file (.yaml or .json)")
     llm.add_argument("--latency", type=float, default=None, help="seconds added to every answer")
+    llm.add_argument(
+        "--requests-per-minute",
+        type=int,
+        default=None,
+        help="answer 429 (with Retry-After) to chat requests over this rate",
+    )
 
     args = parser.parse_args(argv)
     try:
@@ -219,7 +225,13 @@ def _cmd_llm_server(args: argparse.Namespace) -> int:
     from flink_agents.testing.llm_server import serve
 
     try:
-        return serve(args.host, args.port, args.script, args.latency)
+        return serve(
+            args.host,
+            args.port,
+            args.script,
+            args.latency,
+            requests_per_minute=args.requests_per_minute,
+        )
     except (OSError, ValueError) as error:  # an unreadable script, a taken port
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from concurrent.futures import Executor, Future, wait
 from datetime import datetime, timedelta
@@ -339,6 +340,15 @@ class ActionContext(RunnerContext):
                 until_ms = schedules.now_ms() + timeout // timedelta(milliseconds=1)
             run.waits = (*run.waits, Waited(event_type, until_ms))
         return _WaitFor(self, run, index, raise_on_timeout)
+
+    def now_ms(self) -> int:
+        """The runner's processing time in ms (the local runner's simulated clock), which
+        the built-in chat action measures ``max_time`` by; a sub-agent's action, which has
+        no timers of its own: the wall clock."""
+        schedules = self._services.schedules
+        if schedules is None or schedules.timers is None:
+            return time.time_ns() // 1_000_000
+        return schedules.now_ms()
 
     def _own_run(self, verb: str) -> tuple[RunState, Schedules]:
         """The run an action that may ``verb`` (sleep, wait) is a step of, and the key's

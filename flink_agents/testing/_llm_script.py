@@ -1,6 +1,8 @@
-"""The pure half of the scripted LLM stand-in: rules, matching, replies, embedding vectors.
+"""The pure half of the scripted LLM stand-in: rules, matching, replies, usage, embedding
+vectors and the rate limit's window.
 
-Nothing here touches sockets or clocks, so the server module only adds HTTP and bookkeeping.
+Nothing here touches sockets or clocks (the window is handed the time), so the server module
+only adds HTTP and bookkeeping.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -17,7 +20,10 @@ from typing import Any
 import yaml
 
 # The keys a script file may set besides ``rules``: the server's own keyword arguments.
-SCRIPT_SETTINGS = ("default_reply", "latency_s", "embedding_dim")
+SCRIPT_SETTINGS = ("default_reply", "latency_s", "embedding_dim", "requests_per_minute")
+
+# The usage counts a rule may set; the rest stay the stand-in's word counts.
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,10 @@ class Rule:
     Every condition that is given must hold; a rule without conditions always matches. Exactly
     one reply field must be given. ``reply_text`` may contain ``{last_user}`` and
     ``{tool_result}``, replaced literally (other braces are left alone, so JSON in a reply is
-    safe). ``times`` caps how often the rule answers before it is skipped.
+    safe). ``times`` caps how often the rule answers before it is skipped. ``usage`` overrides
+    the token counts the answer reports, any of ``prompt_tokens``, ``completion_tokens`` and
+    ``cached_tokens`` (reported as ``usage.prompt_tokens_details.cached_tokens``, as OpenAI
+    does); ``total_tokens`` stays prompt plus completion.
     """
 
     last_user_contains: str | None = None
@@ -54,6 +63,7 @@ class Rule:
     reply_tool_calls: Sequence[ToolCallSpec] | None = None
     reply_json: Any | None = None
     times: int | None = None
+    usage: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         replies = [self.reply_text, self.reply_tool_calls, self.reply_json]
@@ -68,6 +78,8 @@ class Rule:
             raise ValueError("Rule.times must be at least 1 (leave it out for no limit)")
         if self.last_user_matches is not None:
             re.compile(self.last_user_matches)  # a bad pattern fails here, not mid-request
+        if self.usage is not None:
+            object.__setattr__(self, "usage", _checked_usage(self.usage))
 
     def matches(self, request: Mapping[str, Any]) -> bool:
         """Whether every condition given holds for this chat completion request."""
@@ -92,6 +104,19 @@ class Rule:
         if self.has_tools is not None and bool(request.get("tools")) != self.has_tools:
             return False
         return self.model is None or request.get("model") == self.model
+
+
+def _checked_usage(usage: Any) -> dict[str, int]:
+    """A copy of a rule's usage override, so the rule cannot change after it was checked."""
+    if not isinstance(usage, Mapping):
+        raise ValueError(f"Rule.usage must be a mapping, got {usage!r}")
+    unknown = set(usage) - set(USAGE_KEYS)
+    if unknown:
+        raise ValueError(f"Rule.usage: unknown keys {sorted(unknown)}; use {list(USAGE_KEYS)}")
+    for key, count in usage.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"Rule.usage[{key!r}] must be a non-negative int, got {count!r}")
+    return dict(usage)
 
 
 def _tool_call(spec: ToolCallSpec | Mapping[str, Any]) -> ToolCallSpec:
@@ -150,6 +175,74 @@ def prompt_words(request: Mapping[str, Any]) -> int:
     return sum(count_words(message_text(m)) for m in request.get("messages") or [])
 
 
+def chat_usage(prompt: int, completion: int, override: Mapping[str, int] | None) -> dict[str, Any]:
+    """A chat answer's ``usage``: the word counts, with a rule's override applied.
+
+    ``prompt_tokens_details`` appears only when the override gives ``cached_tokens``, so
+    answers without an override are what they always were.
+    """
+    override = override or {}
+    prompt = override.get("prompt_tokens", prompt)
+    completion = override.get("completion_tokens", completion)
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if "cached_tokens" in override:
+        usage["prompt_tokens_details"] = {"cached_tokens": override["cached_tokens"]}
+    return usage
+
+
+class RequestWindow:
+    """A sliding-window request limit: the policy behind the stand-in's ``requests_per_minute``.
+
+    At most ``requests_per_minute * window_s / 60`` requests are counted in any ``window_s``
+    seconds. The caller hands in the time (any monotonic clock, in seconds), so the policy is
+    tested without sleeping; it is not thread-safe, the server calls it under its lock. A
+    request counts from its admission; :meth:`release` takes back one whose answer was not a
+    success, so only successful answers use up the limit.
+    """
+
+    def __init__(self, requests_per_minute: int, window_s: float = 60.0) -> None:
+        if isinstance(requests_per_minute, bool) or not isinstance(requests_per_minute, int):
+            raise ValueError(f"requests_per_minute must be an int, got {requests_per_minute!r}")
+        if not (math.isfinite(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be a positive number of seconds, got {window_s!r}")
+        self.requests_per_minute = requests_per_minute
+        self.window_s = window_s
+        self.allowed = requests_per_minute * window_s / 60
+        if self.allowed < 1:
+            raise ValueError(
+                f"{requests_per_minute} requests per minute admit no request in a "
+                f"{window_s:g} s window: raise one of them"
+            )
+        self._admitted: deque[float] = deque()  # admission times, oldest first
+
+    def admit(self, now: float) -> float | None:
+        """Count a request made at ``now``, or say how long until one would be counted.
+
+        Returns None when the request is counted; when it would exceed the limit, nothing is
+        counted and the result is the seconds until the oldest counted request leaves the
+        window.
+        """
+        while self._admitted and self._admitted[0] <= now - self.window_s:
+            self._admitted.popleft()
+        if len(self._admitted) + 1 > self.allowed:
+            return self._admitted[0] + self.window_s - now
+        self._admitted.append(now)
+        return None
+
+    def clear(self) -> None:
+        """Forget every counted request."""
+        self._admitted.clear()
+
+    def release(self, admitted_at: float) -> None:
+        """Stop counting the request admitted at ``admitted_at`` (gone already: nothing to do)."""
+        if admitted_at in self._admitted:
+            self._admitted.remove(admitted_at)
+
+
 def embed(text: str, dim: int) -> list[float]:
     """A deterministic unit vector for ``text``: for plumbing tests only, with no semantics.
 
@@ -172,8 +265,8 @@ def load_script(source: str | Path | Mapping[str, Any] | Sequence[Any]) -> dict[
     """Read a script into ``{"rules": [Rule, ...], <setting>: value}``.
 
     A script is either a list of rules or a mapping with ``rules`` and any of
-    ``default_reply``, ``latency_s``, ``embedding_dim``. A string or path names a YAML or JSON
-    file (JSON is valid YAML, so one parser reads both).
+    ``default_reply``, ``latency_s``, ``embedding_dim``, ``requests_per_minute``. A string or
+    path names a YAML or JSON file (JSON is valid YAML, so one parser reads both).
     """
     data: Any = source
     if isinstance(source, str | Path):

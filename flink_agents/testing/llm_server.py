@@ -7,6 +7,10 @@ workers). This is a real HTTP server on loopback that answers ``POST /v1/chat/co
 every call, and can inject failures and delays. Every answer is labelled as a stand-in
 (``system_fingerprint`` and the models' ``owned_by``) so it is never mistaken for a model.
 
+For tests of token budgets and rate limits, a rule can report any token usage (cached prompt
+tokens included), an injected failure can carry a ``Retry-After``, and a sliding-window limit
+on chat requests answers 429 as OpenAI does, to prove that clients respect it.
+
 Example::
 
     with ScriptedLLMServer([Rule(last_user_contains="hello", reply_text="hi!")]) as server:
@@ -22,6 +26,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import signal
 import socket
 import struct
@@ -31,13 +36,16 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from flink_agents.testing._llm_script import (
+    RequestWindow,
     Rule,
     ToolCallSpec,
+    chat_usage,
     count_words,
     embed,
     fill_placeholders,
@@ -96,20 +104,44 @@ class _ApiError(Exception):
         message: str,
         kind: str = "invalid_request_error",
         code: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+        self.headers = dict(headers or {})
 
 
-def _injected_error(status: int) -> _ApiError:
+def _injected_error(status: int, retry_after: float | None) -> _ApiError:
     if status == 429:
         kind, code = "requests", "rate_limit_exceeded"
     elif status >= 500:
         kind, code = "server_error", None
     else:
         kind, code = "invalid_request_error", None
-    return _ApiError(status, f"scripted failure injected by fail_next (HTTP {status})", kind, code)
+    if retry_after is None and status == 429:
+        retry_after = 0
+    headers = {} if retry_after is None else {"Retry-After": _seconds_text(retry_after)}
+    message = f"scripted failure injected by fail_next (HTTP {status})"
+    return _ApiError(status, message, kind, code, headers)
+
+
+def _rate_limited(window: RequestWindow, wait: float) -> _ApiError:
+    """The 429 of the scripted rate limit; ``Retry-After`` is rounded up to the millisecond."""
+    retry_after = max(0.001, math.ceil(round(wait * 1000, 6)) / 1000)
+    message = (
+        f"scripted rate limit reached: {window.requests_per_minute} requests per minute "
+        f"({window.allowed:g} per {window.window_s:g} s); try again in {retry_after:g} s"
+    )
+    headers = {"Retry-After": _seconds_text(retry_after)}
+    return _ApiError(429, message, "requests", "rate_limit_exceeded", headers)
+
+
+def _seconds_text(seconds: float) -> str:
+    """A ``Retry-After`` value: an integer when whole, else the shortest plain decimal."""
+    if float(seconds).is_integer():
+        return str(int(seconds))
+    return format(Decimal(repr(float(seconds))), "f")  # never "1e-05"
 
 
 class ScriptedLLMServer:
@@ -119,6 +151,9 @@ class ScriptedLLMServer:
     match the server replies ``default_reply`` (``None`` makes that a 400 error instead, for
     tests that want every call scripted). Safe to use from many threads and processes.
 
+    With a rate limit (``requests_per_minute``, or :meth:`set_rate_limit` for a shorter
+    window), a chat request that would exceed it is answered 429 with ``Retry-After``.
+
     Args:
         rules: the initial rules; more can be added with :meth:`add_rule`.
         default_reply: the text answered when no rule matches; placeholders work here too.
@@ -126,6 +161,7 @@ class ScriptedLLMServer:
         embedding_dim: the length of embedding vectors (a request's ``dimensions`` overrides).
         host: the address to bind; keep loopback unless workers run on other machines.
         port: the port to bind; 0 picks a free one (read it back from :attr:`base_url`).
+        requests_per_minute: a rate limit on chat requests over a 60 s window; None for none.
     """
 
     def __init__(
@@ -137,6 +173,7 @@ class ScriptedLLMServer:
         embedding_dim: int = 32,
         host: str = "127.0.0.1",
         port: int = 0,
+        requests_per_minute: int | None = None,
     ) -> None:
         if embedding_dim < 1:
             raise ValueError("embedding_dim must be at least 1")
@@ -151,14 +188,17 @@ class ScriptedLLMServer:
         self._rules: list[Rule] = []
         self._uses: list[int] = []
         self._calls: list[RecordedCall] = []
-        self._failures: deque[int] = deque()
+        self._failures: deque[tuple[int, float | None]] = deque()  # (status, retry_after)
         self._delays: deque[float] = deque()
+        self._window: RequestWindow | None = None
+        self._rejected = 0
         self._serial = 0
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         for rule in rules:
             self.add_rule(rule)
+        self.set_rate_limit(requests_per_minute)
 
     @classmethod
     def from_script(
@@ -167,9 +207,9 @@ class ScriptedLLMServer:
         """A server whose rules (and optionally settings) come from a YAML/JSON file or dict.
 
         The script is a list of rules, or a mapping with ``rules`` and any of
-        ``default_reply``, ``latency_s``, ``embedding_dim``; keyword arguments win over the
-        script's settings. Rule fields are those of :class:`Rule`; tool calls are written as
-        ``{name: ..., arguments: {...}}``.
+        ``default_reply``, ``latency_s``, ``embedding_dim``, ``requests_per_minute``; keyword
+        arguments win over the script's settings. Rule fields are those of :class:`Rule`
+        (``usage`` included); tool calls are written as ``{name: ..., arguments: {...}}``.
         """
         script = load_script(source)
         rules = script.pop("rules")
@@ -244,16 +284,21 @@ class ScriptedLLMServer:
         with self._lock:
             return list(self._rules)
 
-    def fail_next(self, count: int = 1, status: int = 500) -> None:
+    def fail_next(
+        self, count: int = 1, status: int = 500, *, retry_after: float | None = None
+    ) -> None:
         """Answer the next ``count`` requests (any endpoint) with this HTTP error status.
 
-        The body is OpenAI's error shape, so clients raise their usual exception classes;
-        a 429 carries ``Retry-After: 0``. Failures queue after those already pending.
+        The body is OpenAI's error shape, so clients raise their usual exception classes.
+        ``retry_after`` (seconds) is sent as ``Retry-After``, whole seconds as an integer;
+        without it a 429 carries ``Retry-After: 0``. Failures queue after those already pending.
         """
         if count < 1 or not 400 <= status <= 599:
             raise ValueError("fail_next needs count >= 1 and a 4xx or 5xx status")
+        if retry_after is not None and not (math.isfinite(retry_after) and retry_after >= 0):
+            raise ValueError(f"retry_after must be a finite number >= 0, got {retry_after!r}")
         with self._lock:
-            self._failures.extend([status] * count)
+            self._failures.extend([(status, retry_after)] * count)
 
     def delay_next(self, count: int = 1, seconds: float = 5.0) -> None:
         """Hold the next ``count`` requests for ``seconds`` before answering them normally.
@@ -264,6 +309,32 @@ class ScriptedLLMServer:
             raise ValueError("delay_next needs count >= 1 and seconds >= 0")
         with self._lock:
             self._delays.extend([seconds] * count)
+
+    def set_rate_limit(self, requests_per_minute: int | None, *, window_s: float = 60.0) -> None:
+        """Limit chat requests to ``requests_per_minute``, counted over a sliding window.
+
+        A window shorter than a minute admits its share (``requests_per_minute * window_s /
+        60``), which keeps tests fast. Only requests answered 200 count; one that would exceed
+        the limit is answered 429 (recorded in :attr:`calls`) with ``Retry-After`` the seconds
+        until the oldest counted request leaves the window. Embeddings and models are never
+        limited. A new limit starts with an empty window; ``None`` lifts the limit.
+        """
+        window = None
+        if requests_per_minute is not None:
+            window = RequestWindow(requests_per_minute, window_s)
+        with self._lock:
+            self._window = window
+
+    @property
+    def requests_per_minute(self) -> int | None:
+        """The rate limit on chat requests (None: no limit); see :meth:`set_rate_limit`."""
+        with self._lock:
+            return None if self._window is None else self._window.requests_per_minute
+
+    def rejected_count(self) -> int:
+        """How many requests the rate limit answered 429 (failures from :meth:`fail_next` aside)."""
+        with self._lock:
+            return self._rejected
 
     @property
     def calls(self) -> list[RecordedCall]:
@@ -279,12 +350,18 @@ class ScriptedLLMServer:
             return sum(endpoint is None or call.endpoint == endpoint for call in self._calls)
 
     def reset(self) -> None:
-        """Forget calls and pending failures and delays; rules stay, their ``times`` restart."""
+        """Forget calls, pending failures and delays; rules stay, their ``times`` restart.
+
+        The rate limit stays too, with an empty window and :meth:`rejected_count` back at 0.
+        """
         with self._lock:
             self._calls.clear()
             self._failures.clear()
             self._delays.clear()
             self._uses = [0] * len(self._rules)
+            self._rejected = 0
+            if self._window is not None:
+                self._window.clear()
 
     # -- answering -------------------------------------------------------------------------
 
@@ -312,22 +389,44 @@ class ScriptedLLMServer:
                 request = _parse_object(raw)
             except _ApiError as error:
                 request, unparsed = {"_unparsed": raw.decode("utf-8", "replace")}, error
+        admission: tuple[RequestWindow, float] | None = None
         try:
             if failure is not None:
-                if failure == 429:
-                    headers["Retry-After"] = "0"
-                raise _injected_error(failure)
+                raise _injected_error(*failure)
             if unparsed is not None:
                 raise unparsed
+            if endpoint == "chat":
+                admission = self._admit()
             status, body = 200, self._answer(endpoint, request)
         except _ApiError as error:
             status, body = error.status, error.body
+            headers.update(error.headers)
         except Exception as error:  # a stand-in bug: say so to the client, not to stderr
             status = 500
             body = _ApiError(500, f"stand-in internal error: {error!r}", "server_error").body
         with self._lock:
+            if admission is not None and status != 200:
+                window, admitted_at = admission
+                window.release(admitted_at)  # only successful answers use up the limit
             self._calls.append(RecordedCall(endpoint, request, status, body, arrived))
         return status, body, headers
+
+    def _admit(self) -> tuple[RequestWindow, float] | None:
+        """Count a chat request against the rate limit, or raise its 429.
+
+        Returns the window and the time the request counted at, for :meth:`RequestWindow.release`
+        if the answer fails; None when there is no limit.
+        """
+        with self._lock:
+            window = self._window
+            if window is None:
+                return None
+            now = time.monotonic()
+            wait = window.admit(now)
+            if wait is None:
+                return window, now
+            self._rejected += 1
+        raise _rate_limited(window, wait)
 
     def _pause(self, seconds: float) -> None:
         if seconds > 0:
@@ -378,7 +477,7 @@ class ScriptedLLMServer:
                 count_words(f"{c['function']['name']} {c['function']['arguments']}")
                 for c in message["tool_calls"]
             )
-        prompt = prompt_words(request)
+        usage = chat_usage(prompt_words(request), completion, None if rule is None else rule.usage)
         return {
             "id": f"chatcmpl-stand-in-{serial}",
             "object": "chat.completion",
@@ -388,11 +487,7 @@ class ScriptedLLMServer:
             "choices": [
                 {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
             ],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
+            "usage": usage,
         }
 
     def _take_rule(self, request: dict[str, Any]) -> Rule | None:
@@ -562,21 +657,27 @@ def serve(
     script: str | Path | None = None,
     latency_s: float | None = None,
     out: TextIO | None = None,
+    requests_per_minute: int | None = None,
 ) -> int:
     """Run a stand-in until Ctrl-C or SIGTERM, announcing it as such (``flink-agents llm-server``).
 
     The first line printed is the banner with the base URL, so scripts can read it.
+    ``latency_s`` and ``requests_per_minute``, when given, win over the script's settings.
     """
     out = out or sys.stdout
     settings: dict[str, Any] = {"host": host, "port": port}
     if latency_s is not None:
         settings["latency_s"] = latency_s
+    if requests_per_minute is not None:
+        settings["requests_per_minute"] = requests_per_minute
     if script:
         server = ScriptedLLMServer.from_script(script, **settings)
     else:
         server = ScriptedLLMServer(**settings)
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if on_main else None
+    rpm = server.requests_per_minute
+    limit = "" if rpm is None else f"at most {rpm} chat requests a minute; "
     with server:
         print(
             f"TEST STAND-IN: scripted OpenAI-compatible server at {server.base_url}"
@@ -585,7 +686,7 @@ def serve(
             flush=True,
         )
         print(
-            f"{len(server.rules)} rules from {script or 'no script'}; "
+            f"{len(server.rules)} rules from {script or 'no script'}; {limit}"
             f"use OPENAI_BASE_URL={server.base_url} OPENAI_API_KEY=anything; Ctrl-C stops",
             file=out,
             flush=True,

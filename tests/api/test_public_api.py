@@ -49,6 +49,7 @@ def test_public_names_are_pinned():
         "KnowledgeSet",
         "KnowledgeSetItem",
         "LongTermMemory",
+        "LoopLimitExceededError",
         "MaxStepsExceededError",
         "MemoryObject",
         "MemoryPathError",

@@ -93,10 +93,12 @@ def usage_from_wire(usage: Any) -> TokenUsage:
         return TokenUsage()
     prompt = usage.prompt_tokens or 0
     completion = usage.completion_tokens or 0
+    details = getattr(usage, "prompt_tokens_details", None)
     return TokenUsage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=usage.total_tokens or prompt + completion,
+        cached_tokens=getattr(details, "cached_tokens", None) or 0,
     )
 
 
