@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,10 +24,12 @@ from flink_agents.api import (
     ToolSpec,
 )
 from flink_agents.api.internal import OutputSchema
+from flink_agents.integrations.chat._limits import RateLimiter, estimate_tokens
 from flink_agents.integrations.chat._retry import (
     RetryPolicy,
     describe,
     log_retry,
+    retry_after,
     status_of,
 )
 from flink_agents.integrations.chat._wire import (
@@ -71,6 +74,11 @@ class OpenAIChatModel(BaseChatModel):
         max_tokens: the most tokens a reply may have, when set.
         tools: names of tool resources offered when a request names none.
         extra_args: more request fields, passed to the endpoint as they are.
+        requests_per_minute: the most requests per minute this resource sends (in one
+            runner: a Flink subtask), evenly spaced; a request over it waits, in flight
+            (see ``docs/spend.md``). None: no limit.
+        tokens_per_minute: the most tokens per minute, spacing requests by their size
+            (estimated before, corrected by the usage reported). None: no limit.
     """
 
     def __init__(
@@ -88,6 +96,8 @@ class OpenAIChatModel(BaseChatModel):
         max_tokens: int | None = None,
         tools: Sequence[str] = (),
         extra_args: Mapping[str, Any] | None = None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
     ) -> None:
         self.model = model or os.environ.get(MODEL_ENV) or ""
         if not self.model:
@@ -106,6 +116,9 @@ class OpenAIChatModel(BaseChatModel):
         self.max_tokens = max_tokens
         self.tools = tuple(tools)
         self.extra_args = dict(extra_args or {})
+        self.limiter: RateLimiter | None = None
+        if requests_per_minute is not None or tokens_per_minute is not None:
+            self.limiter = RateLimiter(requests_per_minute, tokens_per_minute)
         self._given = {
             "model": model,
             "base_url": base_url,
@@ -199,7 +212,14 @@ class OpenAIChatModel(BaseChatModel):
             for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    return self._client.chat.completions.create(**request), attempts
+                    limiter = self.limiter
+                    if limiter is None:
+                        return self._client.chat.completions.create(**request), attempts
+                    estimate = estimate_tokens(request) if limiter.limits_tokens else 0
+                    limiter.wait(estimate)
+                    with self._paced(limiter, estimate) as paced:
+                        paced.completion = self._client.chat.completions.create(**request)
+                    return paced.completion, attempts
         except openai.OpenAIError as error:
             raise self._gave_up(error, attempts) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
@@ -213,10 +233,34 @@ class OpenAIChatModel(BaseChatModel):
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    return await self._async_client.chat.completions.create(**request), attempts
+                    limiter = self.limiter
+                    if limiter is None:
+                        completion = await self._async_client.chat.completions.create(**request)
+                        return completion, attempts
+                    estimate = estimate_tokens(request) if limiter.limits_tokens else 0
+                    await limiter.await_turn(estimate)
+                    with self._paced(limiter, estimate) as paced:
+                        paced.completion = await self._async_client.chat.completions.create(
+                            **request
+                        )
+                    return paced.completion, attempts
         except openai.OpenAIError as error:
             raise self._gave_up(error, attempts) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+    @contextlib.contextmanager
+    def _paced(self, limiter: RateLimiter, estimate: int) -> Iterator[_Paced]:
+        """Around one request let go by ``limiter``: a ``429``'s ``Retry-After`` holds the
+        limiter's later requests back; the usage of an answer corrects the estimate."""
+        paced = _Paced()
+        try:
+            yield paced
+        except openai.RateLimitError as error:
+            limiter.pause(retry_after(error))
+            raise
+        usage = getattr(paced.completion, "usage", None)
+        if estimate and usage is not None and usage.total_tokens:
+            limiter.correct(estimate, usage.total_tokens)
 
     def _label(self) -> str:
         return f"chat model {self.model!r} at {self.host}"
@@ -259,6 +303,8 @@ class OpenAIChatModel(BaseChatModel):
             "max_tokens": (self.max_tokens, None),
             "tools": (list(self.tools), []),
             "extra_args": (self.extra_args, {}),
+            "requests_per_minute": (self.limiter and self.limiter.requests_per_minute, None),
+            "tokens_per_minute": (self.limiter and self.limiter.tokens_per_minute, None),
         }
         args.update({k: value for k, (value, default) in optional.items() if value != default})
         return ResourceDescriptor(OpenAIChatModel, ResourceType.CHAT_MODEL, **args)
@@ -283,6 +329,15 @@ class OpenAIChatModel(BaseChatModel):
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, host={self.host!r})"
+
+
+class _Paced:
+    """The answer to a request made under a rate limit, once it came."""
+
+    __slots__ = ("completion",)
+
+    def __init__(self) -> None:
+        self.completion: Any = None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -101,10 +101,11 @@ class _WaitRetryAfter(wait_base):
         wait = self._exponential(retry_state)
         outcome = retry_state.outcome
         error = outcome.exception() if outcome is not None else None
-        return min(self._maximum, max(wait, _retry_after(error)))
+        return min(self._maximum, max(wait, retry_after(error)))
 
 
-def _retry_after(error: Any) -> float:
+def retry_after(error: Any) -> float:
+    """The seconds a failed call's ``Retry-After`` header asks for (0 without one)."""
     response = getattr(error, "response", None)
     headers = getattr(response, "headers", None)
     if headers is None:

@@ -1,0 +1,126 @@
+"""Rate limits on a chat model's requests and tokens, kept by the client so that a job slows
+down instead of flooding the provider or failing on its ``429`` answers.
+
+A limit is a pace, not a quota per wall-clock minute: ``requests_per_minute=600`` lets one
+request go every 100 ms, and ``tokens_per_minute`` spaces requests by the tokens they cost
+(each request's estimate first, corrected by the usage its answer reports). Pacing keeps the
+rate in any stretch of time at the limit, where a per-minute quota would let a whole minute's
+requests out at once at the start of each minute, which providers that check over shorter
+windows refuse. A ``429`` answer's ``Retry-After`` holds every later request of the limiter
+back as long.
+
+One limiter serves one model resource of one runner (a Flink subtask): every key's calls
+through that resource share it. The wait happens inside the durable call, so a waiting call
+is in flight like one the provider is answering: ``max-in-flight`` of them stop the operator
+taking input, which is Flink's backpressure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+"""The estimate of a request's size before the provider counts it: about four characters of
+English text a token, for the tokenizers of current OpenAI-compatible models."""
+
+
+class RateLimiter:
+    """Paces one model's requests: ``reserve`` gives each its time to go.
+
+    Thread-safe: calls of the executor's threads and of the engine's event loop share it.
+
+    Args:
+        requests_per_minute: requests allowed per minute, evenly spaced; None: no limit.
+        tokens_per_minute: tokens (prompt and completion) per minute; None: no limit.
+        clock: seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        for name, value in (
+            ("requests_per_minute", requests_per_minute),
+            ("tokens_per_minute", tokens_per_minute),
+        ):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
+        self.requests_per_minute = requests_per_minute
+        self.tokens_per_minute = tokens_per_minute
+        self._request_s = 60.0 / requests_per_minute if requests_per_minute else 0.0
+        self._token_s = 60.0 / tokens_per_minute if tokens_per_minute else 0.0
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._next_request = -math.inf
+        """When the next request may go, by the request pace."""
+        self._tokens_paid = -math.inf
+        """When the tokens of the requests already let go are paid off, by the token pace."""
+        self._paused_until = -math.inf
+        """Until when a provider's ``Retry-After`` holds every request back."""
+        self.waits = 0
+        """Requests that had to wait (for metrics and tests)."""
+
+    def reserve(self, tokens: int = 0) -> float:
+        """Take the next place for a request of about ``tokens`` tokens: the seconds to wait
+        before sending it (0: at once). The place is taken whether or not it is used."""
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next_request, self._tokens_paid, self._paused_until)
+            self._next_request = start + self._request_s
+            self._tokens_paid = start + tokens * self._token_s
+            if start > now:
+                self.waits += 1
+            return start - now
+
+    def correct(self, estimated: int, used: int) -> None:
+        """A request estimated at ``estimated`` tokens used ``used``: later requests pay for
+        the difference (or gain it back)."""
+        if self._token_s:
+            with self._lock:
+                self._tokens_paid += (used - estimated) * self._token_s
+
+    def pause(self, seconds: float) -> None:
+        """Hold every request back for ``seconds`` from now (a provider's ``Retry-After``)."""
+        if seconds > 0:
+            with self._lock:
+                self._paused_until = max(self._paused_until, self._clock() + seconds)
+
+    def wait(self, tokens: int = 0) -> None:
+        """Reserve a place and sleep until it comes (a call on an executor thread)."""
+        delay = self.reserve(tokens)
+        if delay > 0:
+            time.sleep(delay)
+
+    async def await_turn(self, tokens: int = 0) -> None:
+        """Reserve a place and wait for it on the event loop, holding no thread."""
+        delay = self.reserve(tokens)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    @property
+    def limits_tokens(self) -> bool:
+        return bool(self._token_s)
+
+    def __repr__(self) -> str:
+        return (
+            f"RateLimiter(requests_per_minute={self.requests_per_minute}, "
+            f"tokens_per_minute={self.tokens_per_minute})"
+        )
+
+
+def estimate_tokens(request: Mapping[str, Any]) -> int:
+    """About how many tokens a chat-completions request will cost, before it is sent: its
+    messages and tools by their length, plus the reply's ``max_tokens`` when it is set."""
+    messages: Sequence[Any] = request.get("messages") or ()
+    chars = sum(len(json.dumps(message, ensure_ascii=False)) for message in messages)
+    chars += sum(len(json.dumps(tool, ensure_ascii=False)) for tool in request.get("tools") or ())
+    return math.ceil(chars / CHARS_PER_TOKEN) + int(request.get("max_tokens") or 0)

@@ -1,0 +1,162 @@
+"""Rate limits of ``OpenAIChatModel``: requests and tokens per minute, paced by the client,
+fed by the provider's ``429`` answers, and holding back the run (not failing it)."""
+
+import asyncio
+import math
+import threading
+
+import pytest
+
+from flink_agents.agents import ReActAgent
+from flink_agents.api import ChatMessage, MessageRole
+from flink_agents.integrations.chat import OpenAIChatModel
+from flink_agents.integrations.chat._limits import RateLimiter, estimate_tokens
+from flink_agents.plan import plan_from_yaml, save_plan
+from flink_agents.runtime import LocalExecutionEnvironment
+from flink_agents.testing.llm_server import Rule
+
+SECRET = "sk-rate-limits-2468"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_requests_are_spaced_evenly_from_the_first():
+    clock = Clock()
+    limiter = RateLimiter(requests_per_minute=600, clock=clock)
+    assert [limiter.reserve() for _ in range(4)] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    clock.now += 1.0  # idle for a while: no credit is saved up, the next goes at once
+    assert limiter.reserve() == 0.0
+    assert limiter.reserve() == pytest.approx(0.1)
+    assert limiter.waits == 4
+
+
+def test_tokens_space_requests_by_their_size_and_usage_corrects_the_estimate():
+    clock = Clock()
+    limiter = RateLimiter(tokens_per_minute=6000, clock=clock)  # 100 tokens a second
+    assert limiter.reserve(50) == 0.0
+    assert limiter.reserve(200) == pytest.approx(0.5)  # the first one's 50 tokens paid off
+    limiter.correct(estimated=200, used=100)  # it cost less than estimated
+    assert limiter.reserve(10) == pytest.approx(1.5)
+    clock.now += 10
+    assert limiter.reserve(10) == 0.0
+
+
+def test_a_pause_holds_every_later_request_back():
+    clock = Clock()
+    limiter = RateLimiter(requests_per_minute=60, clock=clock)
+    assert limiter.reserve() == 0.0
+    limiter.pause(5.0)
+    assert limiter.reserve() == pytest.approx(5.0)
+    assert limiter.reserve() == pytest.approx(6.0)
+
+
+def test_places_are_unique_across_threads():
+    limiter = RateLimiter(requests_per_minute=60_000)
+    delays: list[float] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        for _ in range(50):
+            delay = limiter.reserve()
+            with lock:
+                delays.append(delay)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # 200 places 1 ms apart: whatever the interleaving, no two share one.
+    assert len(delays) == 200
+    assert max(delays) >= 0.19
+
+
+@pytest.mark.parametrize("bad", [0, -5, math.nan])
+def test_a_limit_must_be_positive(bad):
+    with pytest.raises(ValueError, match="must be positive"):
+        RateLimiter(requests_per_minute=bad)
+
+
+def test_the_estimate_counts_messages_tools_and_the_reply_budget():
+    request = {"messages": [{"role": "user", "content": "x" * 400}]}
+    base = estimate_tokens(request)
+    assert 100 <= base <= 110
+    assert estimate_tokens({**request, "max_tokens": 50}) == base + 50
+    assert estimate_tokens({"messages": []}) == 0
+
+
+@pytest.fixture
+def scripted(monkeypatch, llm_server):
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    llm_server.add_rule(Rule(reply_text="answer to {last_user}"))
+    return llm_server
+
+
+def measured_rate_per_minute(server) -> float:
+    times = sorted(call.at for call in server.calls if call.endpoint == "chat")
+    return (len(times) - 1) / (times[-1] - times[0]) * 60
+
+
+@pytest.mark.parametrize("asynchronous", [True, False], ids=["achat", "chat"])
+def test_a_job_under_a_request_limit_keeps_to_it_and_loses_nothing(scripted, asynchronous):
+    """Every key's calls share the limit; the runs wait and none fails."""
+    model = OpenAIChatModel("scripted", requests_per_minute=1200)  # one each 50 ms
+    if not asynchronous:
+        model.achat = None  # the thread pool's path
+    records = [{"k": f"k{i % 7}", "q": f"q{i}"} for i in range(40)]
+    env = LocalExecutionEnvironment(error_policy="error-output")
+    builder = env.from_list(records, "k").apply(ReActAgent(chat_model=model))
+    outputs = builder.to_list()
+    assert sorted(outputs) == sorted(
+        f'answer to {{"k": "k{i % 7}", "q": "q{i}"}}' for i in range(40)
+    )
+    assert builder.error_stream() == []
+    rate = measured_rate_per_minute(scripted)
+    assert rate == pytest.approx(1200, rel=0.05)
+
+
+def test_a_providers_retry_after_holds_the_limiter_back(scripted):
+    model = OpenAIChatModel("scripted", requests_per_minute=6000, retry_initial_wait=0.01)
+    scripted.fail_next(1, status=429, retry_after=0.5)
+    messages = [ChatMessage(role=MessageRole.USER, content="hello")]
+
+    async def two_calls():
+        first = await model.achat(messages)
+        second = await model.achat(messages)
+        return first, second
+
+    first, second = asyncio.run(two_calls())
+    assert first.attempts == 2 and second.attempts == 1
+    calls = scripted.calls
+    assert [call.status for call in calls] == [429, 200, 200]
+    assert calls[1].at - calls[0].at >= 0.45  # Retry-After, not the 10 ms backoff
+    assert model.limiter.waits >= 1
+
+
+def test_a_server_side_limit_is_never_hit_under_a_lower_client_limit(scripted):
+    scripted.set_rate_limit(600, window_s=2.0)  # 20 per 2 s
+    model = OpenAIChatModel("scripted", requests_per_minute=540, max_retries=0)
+    env = LocalExecutionEnvironment()
+    records = [{"k": f"k{i % 3}", "q": f"q{i}"} for i in range(30)]
+    assert len(env.from_list(records, "k").apply(ReActAgent(chat_model=model)).to_list()) == 30
+    assert scripted.rejected_count() == 0
+
+
+def test_limits_go_through_a_plan_file_and_only_when_given(scripted, tmp_path):
+    limited = ReActAgent(
+        chat_model=OpenAIChatModel("scripted", requests_per_minute=120, tokens_per_minute=9000)
+    )
+    path = tmp_path / "plan.yaml"
+    save_plan(limited.to_plan(), path)
+    [resource] = [r for r in plan_from_yaml(path.read_text()).resources if r.name == "chat_model"]
+    assert resource.args["requests_per_minute"] == 120
+    assert resource.args["tokens_per_minute"] == 9000
+    plain = OpenAIChatModel("scripted").descriptor().args
+    assert "requests_per_minute" not in plain and "tokens_per_minute" not in plain
