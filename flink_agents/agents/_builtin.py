@@ -32,8 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from flink_agents.agents._model_call import ask, chat_model, routed
 from flink_agents.api import (
-    BaseChatModel,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
@@ -108,26 +108,19 @@ async def chat_model_action(
     else:
         return
 
-    model = ctx.get_resource(session.model, ResourceType.CHAT_MODEL)
-    if not isinstance(model, BaseChatModel):
-        raise FlinkAgentsError(
-            f"resource {session.model!r} is a {type(model).__name__}, not a BaseChatModel"
-        )
+    model = chat_model(ctx, session.model)
     tool_names = session.tools if session.tools is not None else list(model.tools)
     specs = _tool_specs(ctx, tool_names)
     schema = resolve_output_schema(session.output_schema)
-    # ``achat`` (an async client's call) runs on the engine's event loop, ``chat`` on a thread.
-    chat = model.achat if model.achat is not None else model.chat
-    response = await ctx.durable_execute_async(
-        chat, list(session.messages), tools=specs or None, output_schema=schema
-    )
+    target = await routed(ctx, session.model, model, session.messages)
+    answered_by, response = await ask(ctx, target, session.messages, specs or None, schema)
     session.steps += 1
     session.usage = session.usage + response.usage
     metrics = getattr(ctx, "metrics", None)
     if metrics is not None and not getattr(ctx, "last_call_replayed", False):
         usage = response.usage
         metrics.chat_request(
-            session.model, usage.prompt_tokens, usage.completion_tokens, response.attempts - 1
+            answered_by, usage.prompt_tokens, usage.completion_tokens, response.attempts - 1
         )
     message = response.message
 
@@ -142,7 +135,7 @@ async def chat_model_action(
     ctx.send_event(
         ChatResponseEvent(
             request_id=session.request_id,
-            model=session.model,
+            model=answered_by,
             response=message,
             structured_output=response.structured,
             usage=session.usage,

@@ -137,9 +137,17 @@ class BaseChatModel(ABC):
     Attributes:
         tools: names of the tool resources this model may call when a request names none.
         achat: the async variant of ``chat`` (same arguments, same result), or None.
+        fallbacks: names of chat model resources the built-in chat action asks, in order,
+            when this model fails for good (``ChatModelError``: after its retries, on a
+            timeout, a rate limit or a refused request).
+        route: a module-level function given a request's messages that returns the name of
+            the chat model resource to ask instead (None: this one); its pick is recorded
+            in the action log like a durable call.
     """
 
     tools: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
+    route: Callable[[list[ChatMessage]], str | None] | None = None
     achat: Callable[..., Awaitable[ChatResponse]] | None = None
 
     @abstractmethod

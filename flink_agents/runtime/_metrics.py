@@ -499,7 +499,7 @@ class AgentMetrics:
         self, model: str, prompt_tokens: int = 0, completion_tokens: int = 0, retries: int = 0
     ) -> None:
         """A chat model answered: its token usage and the retries it needed."""
-        requests, prompt, completion, retried = self._model(model)
+        requests, prompt, completion, retried, _ = self._model(model)
         requests.inc()
         if prompt_tokens:
             prompt.inc(prompt_tokens)
@@ -508,13 +508,23 @@ class AgentMetrics:
         if retries:
             retried.inc(retries)
 
+    def chat_fallback(self, model: str) -> None:
+        """A chat model failed for good and the request went on to its fallback."""
+        self._model(model)[4].inc()
+
     def _model(self, model: str) -> tuple[SharedCounter, ...]:
         entry = self._per_model.get(model)
         if entry is None:
             group = self.agent_group.group("model", model)
             entry = tuple(
                 group.shared_counter(name)
-                for name in ("numOfRequests", "promptTokens", "completionTokens", "numOfRetries")
+                for name in (
+                    "numOfRequests",
+                    "promptTokens",
+                    "completionTokens",
+                    "numOfRetries",
+                    "numOfFallbacks",
+                )
             )
             self._per_model[model] = entry
         return entry

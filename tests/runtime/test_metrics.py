@@ -97,11 +97,13 @@ def test_chat_model_tokens_requests_and_retries_per_model():
     metrics.chat_request("gpt", prompt_tokens=100, completion_tokens=20)
     metrics.chat_request("gpt", prompt_tokens=50, completion_tokens=5, retries=2)
     metrics.chat_request("small", prompt_tokens=1)
+    metrics.chat_fallback("gpt")
     snapshot = metrics.snapshot()
     assert snapshot["model.gpt.promptTokens"] == 150
     assert snapshot["model.gpt.completionTokens"] == 25
     assert snapshot["model.gpt.numOfRequests"] == 2
     assert snapshot["model.gpt.numOfRetries"] == 2
+    assert snapshot["model.gpt.numOfFallbacks"] == 1
     assert snapshot["model.small.numOfRequests"] == 1
 
 

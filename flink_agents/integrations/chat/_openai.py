@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,7 +23,7 @@ from flink_agents.api import (
     ResourceType,
     ToolSpec,
 )
-from flink_agents.api.internal import OutputSchema
+from flink_agents.api.internal import OutputSchema, import_ref, ref_of
 from flink_agents.integrations.chat._limits import RateLimiter, estimate_tokens
 from flink_agents.integrations.chat._retry import (
     RetryPolicy,
@@ -79,6 +79,9 @@ class OpenAIChatModel(BaseChatModel):
             (see ``docs/spend.md``). None: no limit.
         tokens_per_minute: the most tokens per minute, spacing requests by their size
             (estimated before, corrected by the usage reported). None: no limit.
+        fallbacks: chat model resources asked, in order, when this one fails for good.
+        route: a module-level function (or its ``module:function`` name) given a request's
+            messages, returning the chat model resource that answers it (None: this one).
     """
 
     def __init__(
@@ -98,6 +101,8 @@ class OpenAIChatModel(BaseChatModel):
         extra_args: Mapping[str, Any] | None = None,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
+        fallbacks: Sequence[str] = (),
+        route: Callable[[list[ChatMessage]], str | None] | str | None = None,
     ) -> None:
         self.model = model or os.environ.get(MODEL_ENV) or ""
         if not self.model:
@@ -116,6 +121,10 @@ class OpenAIChatModel(BaseChatModel):
         self.max_tokens = max_tokens
         self.tools = tuple(tools)
         self.extra_args = dict(extra_args or {})
+        self.fallbacks = tuple(fallbacks)
+        self.route = import_ref(route) if isinstance(route, str) else route
+        if self.route is not None and not callable(self.route):
+            raise FlinkAgentsError(f"OpenAIChatModel route {route!r} is not a function")
         self.limiter: RateLimiter | None = None
         if requests_per_minute is not None or tokens_per_minute is not None:
             self.limiter = RateLimiter(requests_per_minute, tokens_per_minute)
@@ -305,6 +314,8 @@ class OpenAIChatModel(BaseChatModel):
             "extra_args": (self.extra_args, {}),
             "requests_per_minute": (self.limiter and self.limiter.requests_per_minute, None),
             "tokens_per_minute": (self.limiter and self.limiter.tokens_per_minute, None),
+            "fallbacks": (list(self.fallbacks), []),
+            "route": (None if self.route is None else ref_of(self.route), None),
         }
         args.update({k: value for k, (value, default) in optional.items() if value != default})
         return ResourceDescriptor(OpenAIChatModel, ResourceType.CHAT_MODEL, **args)
