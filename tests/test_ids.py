@@ -35,6 +35,7 @@ from flink_agents.api import (
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.integrations.vector_stores import VectorStore
 from flink_agents.runtime._context import _answered
+from flink_agents.runtime._spend import SpendGuard
 
 PACKAGE = Path(ids.__file__).parent
 
@@ -159,10 +160,12 @@ FROZEN_NAMES = {
     "flink_agents.integrations.mcp._server:MCPTool.call",
     "flink_agents.memory.long_term._knowledge:StoredKnowledgeSet.search",
     "flink_agents.memory.long_term._sets:StoredMemorySet.search",
+    "flink_agents.runtime:SpendGuard.admit",
     "flink_agents:wait_for",
 }
 """Golden: the names the action logs of 0.1.0 and 0.2.0 recorded calls of these functions
-under (their ``module:qualname`` then; ``flink_agents:wait_for``, a wait's answer, from
+under (their ``module:qualname`` then; ``flink_agents:wait_for``, a wait's answer, and
+``flink_agents.runtime:SpendGuard.admit``, the budgets' verdict on a model call, from
 0.3.0). Never edit one; a function of ours that becomes
 durably called adds its name here."""
 
@@ -174,14 +177,16 @@ chat models, tools and knowledge sets, and an action of a user's may pass any of
 
 DURABLE_CALL_SITES = {
     "agents/_retrieval.py": ["search", "store.search"],
-    "agents/_builtin.py": ["chat", "run"],
+    "agents/_builtin.py": ["run"],
+    "agents/_model_call.py": ["model.route", "spend.admit", "chat"],
     "testing/recovery.py": ["ledger_call", "ledger_call"],
     "runtime/_context.py": ["partial(_answered, waited.reply)"],
 }
 """The first argument of each ``durable_execute``/``durable_execute_async`` call in
 flink_agents, by file: ``search`` is a partial of ``search_knowledge_set``, ``store.search``
 a knowledge set's, ``chat`` a chat model's ``chat`` or ``achat``, ``run`` a tool's ``call``
-or ``acall``; ``ledger_call`` lives in a public module; ``_answered`` (a wait's answer,
+or ``acall``, ``model.route`` a user's function, ``spend.admit`` ``SpendGuard.admit`` (a
+frozen name); ``ledger_call`` lives in a public module; ``_answered`` (a wait's answer,
 ``ctx.wait_for``) has a frozen name."""
 
 
@@ -227,6 +232,7 @@ def test_every_durably_called_function_of_ours_in_a_private_module_has_a_frozen_
         partial(search_knowledge_set, None),
         FunctionTool(_async_tool).acall,
         partial(_answered, None),
+        SpendGuard.admit,
     ]
     for module in _modules_of_ours():
         for value in vars(module).values():

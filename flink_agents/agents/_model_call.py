@@ -8,7 +8,10 @@ the same models in the same order and gets their recorded answers:
 
 - the route's pick is a durable call of its own (a user's function may look at anything);
 - each model asked is its own durable call, its failure recorded with it, so a replay fails
-  over at the same place and takes the fallback's recorded answer.
+  over at the same place and takes the fallback's recorded answer;
+- where budgets cover a model, their verdict (the model to ask, after any wait, or the
+  ``BudgetExceededError``) is a durable call before it (``SpendGuard.admit``), and what the
+  answer used is charged after it.
 """
 
 from __future__ import annotations
@@ -82,11 +85,15 @@ async def ask(
     Raises:
         ChatModelError: the last of them failed too (the others' failures are logged).
     """
+    spend: Any = getattr(ctx, "spend", None)
     model = chat_model(ctx, name)
     candidates = (name, *model.fallbacks)
     for position, candidate in enumerate(candidates):
-        if position:
-            model = chat_model(ctx, candidate)
+        admitted = None
+        if spend is not None and spend.covering(candidate):
+            admitted = await _admitted(ctx, spend, candidate, messages, tools)
+            candidate = admitted["model"]
+        model = chat_model(ctx, candidate)
         # ``achat`` (an async client's call) runs on the engine's event loop, ``chat`` on a
         # thread of the engine's pool.
         chat = model.achat if model.achat is not None else model.chat
@@ -95,12 +102,31 @@ async def ask(
                 chat, list(messages), tools=tools, output_schema=output_schema
             )
         except ChatModelError as error:
+            if admitted is not None and not getattr(ctx, "last_call_replayed", False):
+                spend.release(admitted)
             if position + 1 == len(candidates):
                 raise
             _fell_back(ctx, candidate, candidates[position + 1], error)
             continue
+        if spend is not None:
+            ran = not getattr(ctx, "last_call_replayed", False)
+            spend.charge(lambda: ctx.short_term_memory, candidate, response.usage, ran, admitted)
         return candidate, response
     raise AssertionError("unreachable: the last candidate returns or raises")
+
+
+async def _admitted(
+    ctx: RunnerContext,
+    spend: Any,
+    name: str,
+    messages: Sequence[ChatMessage],
+    tools: list[ToolSpec] | None,
+) -> dict[str, Any]:
+    """The budgets' verdict on a call asked of ``name``: the chat model resource it goes
+    to, and what was reserved for it (a durable call: ``SpendGuard.admit``)."""
+    tokens = chat_model(ctx, name).estimate_tokens(messages, tools)
+    totals = spend.key_totals(ctx.short_term_memory)
+    return await ctx.durable_execute_async(spend.admit, name, tokens, totals)
 
 
 def _fell_back(ctx: RunnerContext, failed: str, fallback: str, error: ChatModelError) -> None:

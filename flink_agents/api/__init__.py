@@ -60,6 +60,7 @@ from flink_agents.api._resources import (
 )
 from flink_agents.api._retrieval import ContextRetrievalRequestEvent, ContextRetrievalResponseEvent
 from flink_agents.api._scheduling import EventScheduled, ScheduleCancelled
+from flink_agents.api._spend import Budget, BudgetExceededError, ModelPrice
 from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
     FunctionTool,
@@ -81,6 +82,8 @@ __all__ = [
     "AgentsExecutionEnvironment",
     "BaseChatModel",
     "BaseEmbeddingModel",
+    "Budget",
+    "BudgetExceededError",
     "CapacityManageStrategy",
     "ChatMessage",
     "ChatModelError",
@@ -115,6 +118,7 @@ __all__ = [
     "MessageRole",
     "Meter",
     "MetricGroup",
+    "ModelPrice",
     "OutputEvent",
     "PlanError",
     "Prompt",

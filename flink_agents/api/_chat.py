@@ -24,7 +24,12 @@ from flink_agents.api._refs import import_ref, ref_of
 from flink_agents.api._upgrade import Upgradable
 
 if TYPE_CHECKING:
+    from flink_agents.api._spend import ModelPrice
     from flink_agents.api._tools import ToolSpec
+
+CHARS_PER_TOKEN = 4
+"""How ``BaseChatModel.estimate_tokens`` sizes text: about four characters of English a token
+for the tokenizers of current models."""
 
 DEFAULT_MAX_STEPS = 10
 """Model calls one chat request may make (each tool round costs one) before it fails."""
@@ -148,6 +153,24 @@ class BaseChatModel(ABC):
     tools: tuple[str, ...] = ()
     fallbacks: tuple[str, ...] = ()
     route: Callable[[list[ChatMessage]], str | None] | None = None
+    prices: ModelPrice | None = None
+    """What this model costs per million tokens, for budgets' ``max_cost`` and the cost
+    metrics (a job's ``model-prices`` option overrides it)."""
+
+    def estimate_tokens(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None = None
+    ) -> int:
+        """About how many tokens a call will use, before it is made (budgets check a call
+        by it): the messages' and tools' text at four characters a token, a few tokens
+        for each message's framing. Override it with the provider's tokenizer for more."""
+        chars = 0
+        for message in messages:
+            chars += len(message.content) + 16
+            for call in message.tool_calls:
+                chars += len(call.name) + len(str(call.arguments))
+        for spec in tools or ():
+            chars += len(spec.name) + len(spec.description) + len(str(spec.parameters))
+        return -(-chars // CHARS_PER_TOKEN)
     achat: Callable[..., Awaitable[ChatResponse]] | None = None
 
     @abstractmethod

@@ -41,6 +41,7 @@ from flink_agents.runtime._metrics import AgentMetrics
 from flink_agents.runtime._resources import ResourceCache
 from flink_agents.runtime._run_state import RunState, Waited, Wake
 from flink_agents.runtime._scheduling import SCHEDULING, Schedules
+from flink_agents.runtime._spend import SpendGuard
 from flink_agents.runtime.journal import CallFuture, CallRecorder, CallSlot, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: a Flink operator's start need not)
@@ -109,6 +110,7 @@ class ActionServices:
         "recorder",
         "resources",
         "schedules",
+        "spend",
         "sub_runs",
     )
 
@@ -124,8 +126,10 @@ class ActionServices:
         metrics: AgentMetrics | None = None,
         call_loop: Callable[[], CallLoop] | None = None,
         schedules: Schedules | None = None,
+        spend: SpendGuard | None = None,
     ) -> None:
         self.resources = resources
+        self.spend = spend
         self.schedules = schedules
         self.executor = executor
         self.call_loop = call_loop
@@ -417,6 +421,11 @@ class ActionContext(RunnerContext):
     def metrics(self) -> AgentMetrics | None:
         """The run lifecycle's metrics (built-in actions count model usage there)."""
         return self._services.metrics
+
+    @property
+    def spend(self) -> SpendGuard | None:
+        """The budgets' books (the built-in chat action checks and charges calls there)."""
+        return self._services.spend
 
     def _metric_source(self) -> AgentMetrics:
         if self._services.metrics is None:

@@ -22,7 +22,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from flink_agents._ids import input_event_id, new_job_name
-from flink_agents.api import ActionExecutionError, Event, FlinkAgentsError, InputEvent
+from flink_agents.api import (
+    ActionExecutionError,
+    Event,
+    FlinkAgentsError,
+    InputEvent,
+    ModelPrice,
+    ResourceType,
+)
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._call_threads import CallThreads
@@ -59,6 +66,7 @@ from flink_agents.runtime._run_state import (
     until_call,
 )
 from flink_agents.runtime._scheduling import SCHEDULING, Schedules
+from flink_agents.runtime._spend import SpendGuard, budgets_of
 from flink_agents.runtime._unvalidated import input_event
 from flink_agents.runtime.action_log import (
     ActionLogError,
@@ -176,6 +184,15 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         self.schedules: Schedules | None = None
         """The scheduled events of the key the driver serves (``serve_schedules``; None for
         a sub-agent's engine and until a driver serves one)."""
+        self.spend = SpendGuard(
+            budgets_of(plan.plan.config, self.options),
+            self.options.model_prices,
+            self._resource_prices,
+            plan.plan.name,
+            self.journal.log if self.journal is not None else None,
+            self.metrics,
+        )
+        """What chat model calls spend, against the agent's budgets (``docs/spend.md``)."""
         # Made once: every action context shares it (``_context``).
         self._services = ActionServices(
             self.resources,
@@ -189,7 +206,12 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             sub_runs=self.sub_runs,
             metrics=self.metrics,
             call_loop=self._get_call_loop,
+            spend=self.spend,
         )
+
+    def _resource_prices(self, name: str) -> ModelPrice | None:
+        """The ``prices`` of chat model resource ``name`` (made by then: it was called)."""
+        return getattr(self.resources.get(name, ResourceType.CHAT_MODEL), "prices", None)
 
     def serve_schedules(self, schedules: Schedules) -> None:
         """Have the actions' ``schedule`` and ``cancel_scheduled`` act on ``schedules`` (the

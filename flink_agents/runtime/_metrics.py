@@ -23,9 +23,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flink_agents.api import Counter, Gauge, Histogram, HistogramStatistics, Meter, MetricGroup
+from flink_agents.api import (
+    Budget,
+    Counter,
+    Gauge,
+    Histogram,
+    HistogramStatistics,
+    Meter,
+    MetricGroup,
+)
+
+if TYPE_CHECKING:
+    from flink_agents.runtime.action_log import Spent
 
 METER_WINDOW_S = 60.0
 """A meter's rate is over about this many seconds (Flink's ``MeterView`` default)."""
@@ -325,6 +336,7 @@ class AgentMetrics:
         self._per_action: dict[str, FastCounter] = {}
         self._per_function: dict[str, tuple[SharedCounter, SharedCounter, WindowHistogram]] = {}
         self._per_model: dict[str, tuple[SharedCounter, ...]] = {}
+        self._per_budget: dict[str, SharedCounter] = {}
 
     # -- runs, actions, events (operator thread) -------------------------------------------
 
@@ -499,7 +511,7 @@ class AgentMetrics:
         self, model: str, prompt_tokens: int = 0, completion_tokens: int = 0, retries: int = 0
     ) -> None:
         """A chat model answered: its token usage and the retries it needed."""
-        requests, prompt, completion, retried, _ = self._model(model)
+        requests, prompt, completion, retried, *_ = self._model(model)
         requests.inc()
         if prompt_tokens:
             prompt.inc(prompt_tokens)
@@ -507,6 +519,33 @@ class AgentMetrics:
             completion.inc(completion_tokens)
         if retries:
             retried.inc(retries)
+
+    def chat_cost(self, model: str, cost: float) -> None:
+        """What a chat model's call cost, by its price (in millionths)."""
+        if cost:
+            self._model(model)[5].inc(round(cost * 1_000_000))
+
+    def budget_exceeded(self, budget: str) -> None:
+        """A call was found over a budget (it failed, switched or waited)."""
+        self._budget(budget).inc()
+
+    def budget_spent(self, budget: Budget, spent: Spent) -> None:
+        """An agent budget's window has ``spent`` so far: its remaining gauges."""
+        group = self.agent_group.group("budget", budget.name)
+        for name, limit, used, scale in (
+            ("remainingCalls", budget.max_calls, spent.calls, 1),
+            ("remainingTokens", budget.max_tokens, spent.tokens, 1),
+            ("remainingCostMicros", budget.max_cost, spent.cost, 1_000_000),
+        ):
+            if limit is not None:
+                group.get_gauge(name).update(max(0, round((limit - used) * scale)))
+
+    def _budget(self, budget: str) -> SharedCounter:
+        counter = self._per_budget.get(budget)
+        if counter is None:
+            counter = self.agent_group.group("budget", budget).shared_counter("numOfExceeded")
+            self._per_budget[budget] = counter
+        return counter
 
     def chat_fallback(self, model: str) -> None:
         """A chat model failed for good and the request went on to its fallback."""
@@ -524,6 +563,7 @@ class AgentMetrics:
                     "completionTokens",
                     "numOfRetries",
                     "numOfFallbacks",
+                    "costMicros",
                 )
             )
             self._per_model[model] = entry

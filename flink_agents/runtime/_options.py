@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from flink_agents.api import FlinkAgentsError
+from flink_agents.api import Budget, FlinkAgentsError, ModelPrice
 
 ErrorPolicy = Literal["fail", "error-output", "retry"]
 ActionLogRecord = Literal["restore", "all"]
@@ -105,6 +105,15 @@ class AgentOptions(BaseModel):
     run in progress, queued, waiting or scheduled; ``docs/waiting.md``): a duration, in
     code a ``timedelta``, in a config file seconds or ISO 8601 (``P30D``, ``PT12H``).
     Unset: it never expires."""
+
+    budgets: tuple[Budget, ...] = Field((), alias="budgets")
+    """Limits on what chat model calls spend per key or per agent in windows of time
+    (``docs/spend.md``), each a ``Budget`` (in a config file, a mapping of its fields);
+    added to those of the agent's plan (``config.budgets``), replacing any of the same
+    name."""
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict, alias="model-prices")
+    """Prices per million tokens by chat model resource name (``{"input": 2.5,
+    "cached_input": 1.25, "output": 10}``), over a resource's own ``prices``."""
 
     action_log: str | None = Field(None, alias="action-log")
     """Where completed actions and durable calls are recorded (design section 5):
@@ -202,6 +211,15 @@ class AgentOptions(BaseModel):
             path = Path(self.data_dir).expanduser().resolve() / "action-log.db"
             return f"sqlite://{path}"
         return None if self.action_log.strip().lower() == "none" else self.action_log
+
+    @field_validator("budgets")
+    @classmethod
+    def _unique_budgets(cls, value: tuple[Budget, ...]) -> tuple[Budget, ...]:
+        names = [budget.name for budget in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"two budgets are named {twice[0]!r}")
+        return value
 
     @field_validator("short_term_memory_ttl")
     @classmethod

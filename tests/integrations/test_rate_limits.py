@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from flink_agents.agents import ReActAgent
-from flink_agents.api import ChatMessage, MessageRole
+from flink_agents.api import ChatMessage, ChatModelError, MessageRole
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.integrations.chat._limits import RateLimiter, estimate_tokens
 from flink_agents.plan import plan_from_yaml, save_plan
@@ -122,22 +122,28 @@ def test_a_job_under_a_request_limit_keeps_to_it_and_loses_nothing(scripted, asy
     assert rate == pytest.approx(1200, rel=0.05)
 
 
-def test_a_providers_retry_after_holds_the_limiter_back(scripted):
-    model = OpenAIChatModel("scripted", requests_per_minute=6000, retry_initial_wait=0.01)
+@pytest.mark.parametrize("asynchronous", [True, False], ids=["achat", "chat"])
+def test_a_providers_retry_after_holds_the_next_request_back(scripted, asynchronous):
+    """Without retries, so that only the limiter can hold the second request back."""
+    model = OpenAIChatModel("scripted", requests_per_minute=6000, max_retries=0)
     scripted.fail_next(1, status=429, retry_after=0.5)
     messages = [ChatMessage(role=MessageRole.USER, content="hello")]
 
-    async def two_calls():
-        first = await model.achat(messages)
-        second = await model.achat(messages)
-        return first, second
+    async def both() -> str:  # (one event loop: the async client keeps to its first)
+        with pytest.raises(ChatModelError, match="last status: 429"):
+            await model.achat(messages)
+        return (await model.achat(messages)).message.content
 
-    first, second = asyncio.run(two_calls())
-    assert first.attempts == 2 and second.attempts == 1
+    if asynchronous:
+        assert asyncio.run(both()) == "answer to hello"
+    else:
+        with pytest.raises(ChatModelError, match="last status: 429"):
+            model.chat(messages)
+        assert model.chat(messages).message.content == "answer to hello"
     calls = scripted.calls
-    assert [call.status for call in calls] == [429, 200, 200]
-    assert calls[1].at - calls[0].at >= 0.45  # Retry-After, not the 10 ms backoff
-    assert model.limiter.waits >= 1
+    assert [c.status for c in calls] == [429, 200]
+    assert calls[1].at - calls[0].at >= 0.45
+    assert model.limiter.waits == 1
 
 
 def test_a_server_side_limit_is_never_hit_under_a_lower_client_limit(scripted):

@@ -19,6 +19,7 @@ from flink_agents.api import (
     ChatModelError,
     ChatResponse,
     FlinkAgentsError,
+    ModelPrice,
     ResourceDescriptor,
     ResourceType,
     ToolSpec,
@@ -82,6 +83,8 @@ class OpenAIChatModel(BaseChatModel):
         fallbacks: chat model resources asked, in order, when this one fails for good.
         route: a module-level function (or its ``module:function`` name) given a request's
             messages, returning the chat model resource that answers it (None: this one).
+        prices: per million tokens, ``{"input": ..., "cached_input": ..., "output": ...}``
+            or a ``ModelPrice``, for budgets' ``max_cost`` and the cost metrics.
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class OpenAIChatModel(BaseChatModel):
         tokens_per_minute: float | None = None,
         fallbacks: Sequence[str] = (),
         route: Callable[[list[ChatMessage]], str | None] | str | None = None,
+        prices: ModelPrice | Mapping[str, float] | None = None,
     ) -> None:
         self.model = model or os.environ.get(MODEL_ENV) or ""
         if not self.model:
@@ -121,6 +125,7 @@ class OpenAIChatModel(BaseChatModel):
         self.max_tokens = max_tokens
         self.tools = tuple(tools)
         self.extra_args = dict(extra_args or {})
+        self.prices = None if prices is None else ModelPrice.model_validate(prices)
         self.fallbacks = tuple(fallbacks)
         self.route = import_ref(route) if isinstance(route, str) else route
         if self.route is not None and not callable(self.route):
@@ -165,6 +170,12 @@ class OpenAIChatModel(BaseChatModel):
         self._async_loop = asyncio.get_running_loop()
         request = self._request(messages, tools, output_schema)
         return self._response(*await self._acreate(request), output_schema)
+
+    def estimate_tokens(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] | None = None
+    ) -> int:
+        """The base estimate plus the reply's ``max_tokens``, when set."""
+        return super().estimate_tokens(messages, tools) + (self.max_tokens or 0)
 
     def _request(
         self,
@@ -316,6 +327,7 @@ class OpenAIChatModel(BaseChatModel):
             "tokens_per_minute": (self.limiter and self.limiter.tokens_per_minute, None),
             "fallbacks": (list(self.fallbacks), []),
             "route": (None if self.route is None else ref_of(self.route), None),
+            "prices": (None if self.prices is None else self.prices.model_dump(), None),
         }
         args.update({k: value for k, (value, default) in optional.items() if value != default})
         return ResourceDescriptor(OpenAIChatModel, ResourceType.CHAT_MODEL, **args)

@@ -141,6 +141,22 @@ class JobSummary:
     marker: JobMarker | None
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What one budget's window has spent so far (``ActionLog.add_spend``): tokens, cost
+    (in the unit of the price table) and model calls."""
+
+    tokens: int = 0
+    cost: float = 0.0
+    calls: int = 0
+
+    def __add__(self, other: Spent) -> Spent:
+        return Spent(self.tokens + other.tokens, self.cost + other.cost, self.calls + other.calls)
+
+    def __sub__(self, other: Spent) -> Spent:
+        return Spent(self.tokens - other.tokens, self.cost - other.cost, self.calls - other.calls)
+
+
 class EncodedRecord(NamedTuple):
     """A completed record ready to store: its identity, its epoch and its payload (the rest
     of the record, serialized). ``ActionLog.encode`` makes it, on the thread that completed
@@ -414,6 +430,23 @@ class ActionLog(ABC):
         Returns:
             The number of actions removed (as ``prune`` counts them).
         """
+
+    @abstractmethod
+    def add_spend(self, scope: str, window_start_ms: int, spent: Spent) -> Spent:
+        """Add ``spent`` to what budget ``scope`` spent in the window that starts at
+        ``window_start_ms``, atomically (every subtask sharing the store adds to the same
+        totals), and drop the scope's earlier windows.
+
+        Spend is not a job's: a resubmitted job goes on with the window its predecessor
+        began. It is never pruned with records.
+
+        Returns:
+            The window's totals with ``spent`` added.
+        """
+
+    @abstractmethod
+    def spend(self, scope: str, window_start_ms: int) -> Spent:
+        """What budget ``scope`` spent in the window that starts at ``window_start_ms``."""
 
     @abstractmethod
     def mark_job(self, marker: JobMarker) -> None:

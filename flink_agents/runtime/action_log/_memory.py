@@ -22,6 +22,7 @@ from flink_agents.runtime.action_log._base import (
     JobSummary,
     PickleSerializer,
     Serializer,
+    Spent,
     decode_call,
     decode_record,
 )
@@ -46,6 +47,7 @@ class InMemoryActionLog(ActionLog):
         self._records: dict[ActionIdentity, tuple[int, bytes]] = {}
         self._partials: dict[ActionIdentity, _Partial] = {}
         self._markers: dict[str, JobMarker] = {}
+        self._spend: dict[str, dict[int, Spent]] = {}
 
     @property
     def name(self) -> str:
@@ -144,6 +146,19 @@ class InMemoryActionLog(ActionLog):
             for identity in partials:
                 del self._partials[identity]
         return len(records) + len(partials)
+
+    def add_spend(self, scope: str, window_start_ms: int, spent: Spent) -> Spent:
+        with self._lock:
+            windows = self._spend.setdefault(scope, {})
+            total = windows.get(window_start_ms, Spent()) + spent
+            self._spend[scope] = {window_start_ms: total} | {
+                start: kept for start, kept in windows.items() if start > window_start_ms
+            }
+            return total
+
+    def spend(self, scope: str, window_start_ms: int) -> Spent:
+        with self._lock:
+            return self._spend.get(scope, {}).get(window_start_ms, Spent())
 
     def mark_job(self, marker: JobMarker) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from flink_agents.runtime.action_log._base import (
     JobSummary,
     PickleSerializer,
     Serializer,
+    Spent,
     decode_call,
     decode_record,
     interrupted_actions,
@@ -67,8 +68,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             job TEXT NOT NULL PRIMARY KEY, generated BOOLEAN NOT NULL,
             retention_ms BIGINT NOT NULL, seen_ms BIGINT NOT NULL)""",
     ),
+    (  # 3: budgets' spend per window (2026-11-29), for add_spend; older versions ignore it
+        """CREATE TABLE action_log_spend (
+            scope TEXT NOT NULL, window_start BIGINT NOT NULL, tokens BIGINT NOT NULL,
+            cost DOUBLE PRECISION NOT NULL, calls BIGINT NOT NULL,
+            PRIMARY KEY (scope, window_start))""",
+    ),
 )
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
+
+
+# Budgets' spend (``add_spend``), served by the primary key (scope, window_start).
+_ADD_SPEND = (
+    "INSERT INTO action_log_spend (scope, window_start, tokens, cost, calls)"
+    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (scope, window_start) DO UPDATE SET"
+    " tokens = action_log_spend.tokens + excluded.tokens,"
+    " cost = action_log_spend.cost + excluded.cost,"
+    " calls = action_log_spend.calls + excluded.calls"
+    " RETURNING tokens, cost, calls"
+)
+_DROP_SPEND = "DELETE FROM action_log_spend WHERE scope = %s AND window_start < %s"
+_SPEND = "SELECT tokens, cost, calls FROM action_log_spend WHERE scope = %s AND window_start = %s"
 
 
 # Served by the primary keys' indexes, which start with (job, run_key, run_sequence).
@@ -359,6 +379,20 @@ class PostgresActionLog(ActionLog):
 
         # (The dead tuples go at the table's next vacuum: autovacuum, or ``log reclaim``.)
         return self._run(delete)
+
+    def add_spend(self, scope: str, window_start_ms: int, spent: Spent) -> Spent:
+        row = (scope, window_start_ms, spent.tokens, spent.cost, spent.calls)
+
+        def add(conn: psycopg.Connection[Any]) -> Spent:
+            added = conn.execute(_ADD_SPEND, row).fetchone()
+            conn.execute(_DROP_SPEND, (scope, window_start_ms))
+            return Spent(*added) if added else Spent()
+
+        return self._run(add)
+
+    def spend(self, scope: str, window_start_ms: int) -> Spent:
+        row = self._run(lambda conn: conn.execute(_SPEND, (scope, window_start_ms)).fetchone())
+        return Spent() if row is None else Spent(*row)
 
     def mark_job(self, marker: JobMarker) -> None:
         row = (marker.job, marker.generated, marker.retention_ms, marker.seen_ms)

@@ -41,6 +41,7 @@ from flink_agents.runtime.action_log._base import (
     JobSummary,
     PickleSerializer,
     Serializer,
+    Spent,
     decode_call,
     decode_record,
     interrupted_actions,
@@ -76,8 +77,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             job TEXT NOT NULL PRIMARY KEY, generated INTEGER NOT NULL,
             retention_ms INTEGER NOT NULL, seen_ms INTEGER NOT NULL)""",
     ),
+    (  # 3: budgets' spend per window (2026-11-29), for add_spend; older versions ignore it
+        """CREATE TABLE action_log_spend (
+            scope TEXT NOT NULL, window_start INTEGER NOT NULL, tokens INTEGER NOT NULL,
+            cost REAL NOT NULL, calls INTEGER NOT NULL, PRIMARY KEY (scope, window_start))""",
+    ),
 )
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
+
+
+# Budgets' spend (``add_spend``), served by the primary key (scope, window_start).
+_ADD_SPEND = (
+    "INSERT INTO action_log_spend (scope, window_start, tokens, cost, calls)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope, window_start) DO UPDATE SET"
+    " tokens = action_log_spend.tokens + excluded.tokens,"
+    " cost = action_log_spend.cost + excluded.cost,"
+    " calls = action_log_spend.calls + excluded.calls"
+    " RETURNING tokens, cost, calls"
+)
+_DROP_SPEND = "DELETE FROM action_log_spend WHERE scope = ? AND window_start < ?"
+_SPEND = "SELECT tokens, cost, calls FROM action_log_spend WHERE scope = ? AND window_start = ?"
 
 
 _EVERY_JOB = """SELECT job FROM action_log_records UNION SELECT job FROM action_log_calls"""
@@ -444,6 +463,18 @@ class SqliteActionLog(ActionLog):
                 # ``reclaim_space(full=True)`` does).
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return removed
+
+    def add_spend(self, scope: str, window_start_ms: int, spent: Spent) -> Spent:
+        row = (scope, window_start_ms, spent.tokens, spent.cost, spent.calls)
+        with self._write() as db:
+            tokens, cost, calls = db.execute(_ADD_SPEND, row).fetchone()
+            db.execute(_DROP_SPEND, (scope, window_start_ms))
+        return Spent(tokens, cost, calls)
+
+    def spend(self, scope: str, window_start_ms: int) -> Spent:
+        with self._read() as db:
+            row = db.execute(_SPEND, (scope, window_start_ms)).fetchone()
+        return Spent() if row is None else Spent(*row)
 
     def mark_job(self, marker: JobMarker) -> None:
         with self._lock:  # one statement: its own transaction

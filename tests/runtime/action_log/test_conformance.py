@@ -17,6 +17,7 @@ from flink_agents.runtime.action_log import (
     JobMarker,
     JobSummary,
     RecordedError,
+    Spent,
     UnstorableValueError,
 )
 from tests.runtime.action_log.conftest import Backend
@@ -383,6 +384,34 @@ def test_forget_key_removes_one_keys_records_and_calls_in_every_job(log: ActionL
         assert len(log.calls(ident(job=job, key="k2", step=2))) == 2
         assert log.run_index(job) == {"k2": 1}
     assert log.forget_key("k1") == 0
+
+
+def test_spend_adds_up_per_scope_and_window_and_drops_earlier_windows(log: ActionLog) -> None:
+    assert log.spend("agent/daily", 1000) == Spent()
+    assert log.add_spend("agent/daily", 1000, Spent(10, 0.5, 1)) == Spent(10, 0.5, 1)
+    assert log.add_spend("agent/daily", 1000, Spent(5, 0.25, 1)) == Spent(15, 0.75, 2)
+    assert log.add_spend("agent/hourly", 1000, Spent(1, 0.0, 1)) == Spent(1, 0.0, 1)
+    assert log.spend("agent/daily", 1000) == Spent(15, 0.75, 2)
+    assert log.add_spend("agent/daily", 2000, Spent(3, 0.125, 1)) == Spent(3, 0.125, 1)
+    assert log.spend("agent/daily", 1000) == Spent()  # an earlier window: gone
+    assert log.spend("agent/hourly", 1000) == Spent(1, 0.0, 1)  # another scope's: kept
+    # Spend belongs to no job: erasing a key or expiring jobs leaves it.
+    log.forget_key("agent/daily")
+    assert log.expire_jobs(now_ms=2**62) == {}
+    assert log.spend("agent/daily", 2000) == Spent(3, 0.125, 1)
+
+
+def test_spend_added_from_many_threads_is_all_counted(log: ActionLog) -> None:
+    def add() -> None:
+        for _ in range(25):
+            log.add_spend("agent/shared", 0, Spent(2, 0.5, 1))
+
+    threads = [threading.Thread(target=add) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert log.spend("agent/shared", 0) == Spent(200, 50.0, 100)
 
 
 def test_run_index_is_empty_for_a_job_without_records(log: ActionLog) -> None:

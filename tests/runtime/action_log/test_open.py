@@ -37,6 +37,7 @@ def test_public_names_are_pinned() -> None:
         "RecordedError",
         "RunHistory",
         "Serializer",
+        "Spent",
         "UnstorableValueError",
         "digest_args",
         "external_id",

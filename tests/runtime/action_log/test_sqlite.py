@@ -153,7 +153,7 @@ def test_a_log_written_before_job_markers_reads_back_and_is_never_expired(
             (3, 1, 0, None)
         ] * 2
     db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM action_log_schema").fetchall() == [(2,)]
+    assert db.execute("SELECT version FROM action_log_schema").fetchall() == [(len(MIGRATIONS),)]
     db.close()
 
 
@@ -178,7 +178,7 @@ def test_a_version_before_job_markers_still_opens_and_writes_a_newer_file(
         assert log.expire_jobs(now_ms=10**15) == {}
         assert log.count("old-job") == 1
     db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM action_log_schema").fetchall() == [(2,)]
+    assert db.execute("SELECT version FROM action_log_schema").fetchall() == [(len(MIGRATIONS),)]
     db.close()
 
 
