@@ -133,12 +133,19 @@ def choose_model(environ: Mapping[str, str] | None = None) -> DemoModel | None:
     )
 
 
+STAND_IN_PRICES = {"input": 0.15, "output": 0.6}
+"""What the demo prices the stand-in's tokens at, per million: a small hosted model's."""
+
+
 def with_model(plan: AgentPlan, model: DemoModel) -> AgentPlan:
     """``plan`` with its OpenAI-compatible chat models pointed at ``model``.
 
     A real key stays an environment reference: the plan goes to Flink's workers as it is.
     """
     api_key = {"env": model.key_env} if model.key_env else STAND_IN_PLACEHOLDER_KEY
+    # The stand-in is priced like a small hosted model, so that the summary shows what its
+    # calls would have cost; a real model's price is the user's to give (model-prices).
+    prices = {"prices": STAND_IN_PRICES} if model.stand_in else {}
     resources = tuple(
         spec.model_copy(
             update={
@@ -147,6 +154,7 @@ def with_model(plan: AgentPlan, model: DemoModel) -> AgentPlan:
                     "model": model.name,
                     "base_url": model.base_url,
                     "api_key": api_key,
+                    **prices,
                 }
             }
         )
@@ -361,6 +369,24 @@ def _usage_line(metrics: dict[str, float], event_log: Path | None) -> str:
     return line
 
 
+def _spend_line(metrics: dict[str, float]) -> str:
+    """What each chat model resource spent: calls, tokens and, where it has a price, cost."""
+    models = sorted(
+        name.split(".")[1]
+        for name in metrics
+        if name.startswith("model.") and name.endswith(".numOfRequests")
+    )
+    spent = []
+    for model in models:
+        tokens = metrics.get(f"model.{model}.promptTokens", 0)
+        tokens += metrics.get(f"model.{model}.completionTokens", 0)
+        cost = metrics.get(f"model.{model}.costMicros", 0) / 1_000_000
+        priced = f", cost {cost:.6f}" if cost else " (no price: set the model-prices option)"
+        calls = int(metrics[f"model.{model}.numOfRequests"])
+        spent.append(f"{model}: {calls} calls, {int(tokens)} tokens{priced}")
+    return "spend by model: " + "; ".join(spent) if spent else ""
+
+
 def _run_local(plan: Any, data: Path, out: Path, console: Console) -> dict[str, Any]:
     output_path, error_path = out / "outputs.jsonl", out / "errors.jsonl"
     with (
@@ -431,6 +457,9 @@ def _print_summary(console: Console, summary: dict[str, Any]) -> None:
     if summary.get("model") is not None:
         _print_replies(console, summary["model"], summary["replies"])
     console.print(_usage_line(summary.get("metrics", {}), summary.get("event_log")))
+    spend = _spend_line(summary.get("metrics", {}))
+    if spend:
+        console.print(spend)
     if summary.get("job") and runs:
         key = next(iter(sorted(runs, key=str)))
         log = f" --log {summary['log']}" if summary.get("log") else ""

@@ -72,6 +72,19 @@ def _check_stand_in_replies(summary, text, outputs):
     assert sum(v for k, v in metrics.items() if k.endswith(".promptTokens")) > 0
     assert metrics["numOfDurableCalls"] == REPLIES
     assert f"LLM calls {REPLIES} (tokens: " in text
+    # The spend by model, the stand-in priced like a small hosted model.
+    [model_name] = [k.split(".")[1] for k in metrics if k.endswith(".numOfRequests")]
+    tokens = metrics[f"model.{model_name}.promptTokens"]
+    tokens += metrics[f"model.{model_name}.completionTokens"]
+    cost = (
+        metrics[f"model.{model_name}.promptTokens"] * 0.15
+        + metrics[f"model.{model_name}.completionTokens"] * 0.6
+    )
+    assert metrics[f"model.{model_name}.costMicros"] == pytest.approx(cost, abs=REPLIES)
+    assert (
+        f"spend by model: {model_name}: {REPLIES} calls, {int(tokens)} tokens, cost "
+        f"{metrics[f'model.{model_name}.costMicros'] / 1e6:.6f}"
+    ) in text
     assert "one key's history: flink-agents history --job demo-" in text
 
 

@@ -6,6 +6,8 @@ Every chat model is the scripted server under another model name (``TEST_LLM_URL
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from flink_agents.api import (
@@ -89,3 +91,36 @@ class Asks(Agent):
     @staticmethod
     def answer(event: ChatResponseEvent, ctx: RunnerContext) -> None:
         ctx.send_event(OutputEvent(output={"by": event.model, "text": event.response.content}))
+
+
+def parse_record(line: str) -> dict[str, Any]:
+    """A JSON line of the Flink job's input; one with ``crash`` (a marker file's path)
+    fails the job the first time it is read, so Flink restores its last checkpoint."""
+    record = json.loads(line)
+    if record.get("crash"):
+        marker = Path(record["crash"])
+        if not marker.exists():
+            written = marker.with_suffix(".writing")
+            written.write_text("crashed")
+            written.rename(marker)
+            raise RuntimeError("an injected failure")
+    return record
+
+
+PACE = 600
+"""Requests a minute ``PacedAsks``'s ``primary`` may make (one each 100 ms)."""
+
+
+class PacedAsks(Asks):
+    """``Asks`` with its ``primary`` model paced at ``PACE`` requests a minute."""
+
+    @resource(
+        ResourceType.CHAT_MODEL,
+        model="primary",
+        fallbacks=["backup", "last"],
+        requests_per_minute=PACE,
+        **SCRIPTED,
+    )
+    @staticmethod
+    def primary(**args: Any) -> OpenAIChatModel:
+        return OpenAIChatModel(route=long_goes_big, **args)
