@@ -142,6 +142,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         self.plan = plan
         self._parent = parent
         self.resources = ResourceCache(plan)
+        self.resources.on_created = self._share_rate_limits
         if parent is not None:
             self.options, self.journal = parent.options, parent.journal
             self.long_term = parent.long_term
@@ -208,6 +209,15 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             call_loop=self._get_call_loop,
             spend=self.spend,
         )
+
+    def _share_rate_limits(self, name: str, resource: Any) -> None:
+        """Have a chat model's rate limiter take its places from the action log's store
+        (``shared-rate-limits``), under the agent's and the resource's names."""
+        share = getattr(getattr(resource, "limiter", None), "share", None)
+        if share is None or self.journal is None or not self.options.shared_rate_limits:
+            return
+        log, scope = self.journal.log, f"{self.plan.plan.name}/{name}"
+        share(lambda kind, advance_ms, now_ms: log.pace(f"{scope}/{kind}", advance_ms, now_ms))
 
     def _resource_prices(self, name: str) -> ModelPrice | None:
         """The ``prices`` of chat model resource ``name`` (made by then: it was called)."""

@@ -115,6 +115,12 @@ class AgentOptions(BaseModel):
     """Prices per million tokens by chat model resource name (``{"input": 2.5,
     "cached_input": 1.25, "output": 10}``), over a resource's own ``prices``."""
 
+    shared_rate_limits: bool = Field(False, alias="shared-rate-limits")
+    """Chat models' ``requests_per_minute`` and ``tokens_per_minute`` hold for the whole
+    job: every subtask takes its requests' places from the action log's store (one limit on
+    PostgreSQL; per machine on the default SQLite file), instead of each subtask keeping
+    the limit on its own."""
+
     action_log: str | None = Field(None, alias="action-log")
     """Where completed actions and durable calls are recorded (design section 5):
     ``sqlite:///abs/path.db``, ``postgresql://user@host/db`` (shared by every TaskManager),

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flink_agents.api import (
@@ -46,6 +46,8 @@ class ResourceCache:
         self._environ = os.environ if environ is None else environ
         self._instances: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.on_created: Callable[[str, Any], None] | None = None
+        """Called with each resource as it is created (the engine shares rate limits)."""
 
     def get(self, name: str, type: ResourceType | None = None) -> Any:
         wanted = None if type is None else _resource_type(type)
@@ -78,6 +80,8 @@ class ResourceCache:
                     ) from (None if secrets else error)
                 if isinstance(instance, ToolSet | PromptSet):
                     instance.name = name  # it names itself by it in its errors
+                if self.on_created is not None:
+                    self.on_created(name, instance)
                 self._instances[name] = instance
             return self._instances[name]
 

@@ -12,8 +12,12 @@ from flink_agents.api import ChatMessage, ChatModelError, MessageRole
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.integrations.chat._limits import RateLimiter, estimate_tokens
 from flink_agents.plan import plan_from_yaml, save_plan
-from flink_agents.runtime import LocalExecutionEnvironment
+from flink_agents.runtime import AgentOptions, LocalExecutionEnvironment, LocalRunner
+from flink_agents.runtime.action_log import InMemoryActionLog
+from flink_agents.runtime.action_log.sqlite import SqliteActionLog
+from flink_agents.runtime.journal import ActionJournal
 from flink_agents.testing.llm_server import Rule
+from tests.integrations.spend_agents import PACE, PacedAsks
 
 SECRET = "sk-rate-limits-2468"
 
@@ -166,3 +170,44 @@ def test_limits_go_through_a_plan_file_and_only_when_given(scripted, tmp_path):
     assert resource.args["tokens_per_minute"] == 9000
     plain = OpenAIChatModel("scripted").descriptor().args
     assert "requests_per_minute" not in plain and "tokens_per_minute" not in plain
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-subtask"])
+def test_subtasks_share_a_limit_through_the_action_logs_store(
+    scripted, tmp_path, monkeypatch, shared
+):
+    """Two runners (two subtasks) on one SQLite file: with ``shared-rate-limits`` their
+    requests together keep to the limit; without, each keeps to it alone."""
+    monkeypatch.setenv("TEST_LLM_URL", scripted.base_url)
+    monkeypatch.setenv("TEST_LLM_KEY", SECRET)
+    options = AgentOptions(shared_rate_limits=shared)
+    outputs: list[list] = []
+
+    def subtask(index: int) -> None:
+        with SqliteActionLog(tmp_path / "log.db") as log:
+            log.setup()
+            runner = LocalRunner(PacedAsks, options=options, journal=ActionJournal(log, "job"))
+            released = []
+            for n in range(20):
+                released += runner.feed(f"s{index}-{n}", {"text": f"s{index} q{n}"})
+            outputs.append(released + runner.finish())
+            runner.engine.close()
+
+    threads = [threading.Thread(target=subtask, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(len(o) for o in outputs) == [20, 20]
+    expected = PACE if shared else 2 * PACE
+    assert measured_rate_per_minute(scripted) == pytest.approx(expected, rel=0.1)
+
+
+def test_a_shared_pace_spaces_requests_in_every_limiter_that_takes_from_it():
+    log = InMemoryActionLog()
+    limiters = [RateLimiter(requests_per_minute=600) for _ in range(2)]
+    for limiter in limiters:
+        limiter.share(lambda kind, advance, now: log.pace(f"m/{kind}", advance, now))
+    delays = sorted(limiter.reserve() for limiter in limiters * 2)
+    # Four places 100 ms apart, whichever limiter took them.
+    assert [round(d, 1) for d in delays] == [0.0, 0.1, 0.2, 0.3]

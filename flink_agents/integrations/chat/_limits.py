@@ -10,7 +10,9 @@ windows refuse. A ``429`` answer's ``Retry-After`` holds every later request of 
 back as long.
 
 One limiter serves one model resource of one runner (a Flink subtask): every key's calls
-through that resource share it. The wait happens inside the durable call, so a waiting call
+through that resource share it. With the ``shared-rate-limits`` option, the places come from
+the action log's store instead (``share``), so every subtask on it (every TaskManager's, on
+PostgreSQL) keeps to one limit together. The wait happens inside the durable call, so a waiting call
 is in flight like one the provider is answering: ``max-in-flight`` of them stop the operator
 taking input, which is Flink's backpressure.
 """
@@ -24,6 +26,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+Pace = Callable[[str, float, float], float]
+"""A shared pace: ``pace(kind, advance_ms, now_ms)`` takes the next place of ``kind``
+(``"requests"``, ``"tokens"``) and returns when it starts (``ActionLog.pace``)."""
 
 CHARS_PER_TOKEN = 4
 """The estimate of a request's size before the provider counts it: about four characters of
@@ -68,10 +74,19 @@ class RateLimiter:
         """Until when a provider's ``Retry-After`` holds every request back."""
         self.waits = 0
         """Requests that had to wait (for metrics and tests)."""
+        self._shared: Pace | None = None
+
+    def share(self, pace: Pace) -> None:
+        """Take the places of requests from ``pace`` (``pace(kind, advance_ms, now_ms)``,
+        the action log's store: every subtask on it shares the limit) instead of from this
+        process. A provider's ``Retry-After`` still holds back this process's requests only."""
+        self._shared = pace
 
     def reserve(self, tokens: int = 0) -> float:
         """Take the next place for a request of about ``tokens`` tokens: the seconds to wait
         before sending it (0: at once). The place is taken whether or not it is used."""
+        if self._shared is not None:
+            return self._reserve_shared(tokens)
         with self._lock:
             now = self._clock()
             start = max(now, self._next_request, self._tokens_paid, self._paused_until)
@@ -81,9 +96,26 @@ class RateLimiter:
                 self.waits += 1
             return start - now
 
+    def _reserve_shared(self, tokens: int) -> float:
+        """``reserve`` from the shared pace, on the wall clock (every machine's)."""
+        now_ms = time.time() * 1000
+        start_ms = now_ms
+        if self._request_s:
+            start_ms = max(start_ms, self._shared("requests", self._request_s * 1000, now_ms))
+        if tokens and self._token_s:
+            start_ms = max(start_ms, self._shared("tokens", tokens * self._token_s * 1000, now_ms))
+        with self._lock:
+            delay = max((start_ms - now_ms) / 1000, self._paused_until - self._clock())
+            if delay > 0:
+                self.waits += 1
+        return max(delay, 0.0)
+
     def correct(self, estimated: int, used: int) -> None:
         """A request estimated at ``estimated`` tokens used ``used``: later requests pay for
         the difference (or gain it back)."""
+        if self._shared is not None and self._token_s:
+            self._shared("tokens", (used - estimated) * self._token_s * 1000, time.time() * 1000)
+            return
         if self._token_s:
             with self._lock:
                 self._tokens_paid += (used - estimated) * self._token_s
@@ -101,8 +133,12 @@ class RateLimiter:
             time.sleep(delay)
 
     async def await_turn(self, tokens: int = 0) -> None:
-        """Reserve a place and wait for it on the event loop, holding no thread."""
-        delay = self.reserve(tokens)
+        """Reserve a place and wait for it on the event loop, holding no thread (a shared
+        pace's store is asked on a thread of the loop's own pool)."""
+        if self._shared is not None:
+            delay = await asyncio.to_thread(self.reserve, tokens)
+        else:
+            delay = self.reserve(tokens)
         if delay > 0:
             await asyncio.sleep(delay)
 

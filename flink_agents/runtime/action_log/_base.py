@@ -449,6 +449,17 @@ class ActionLog(ABC):
         """What budget ``scope`` spent in the window that starts at ``window_start_ms``."""
 
     @abstractmethod
+    def pace(self, scope: str, advance_ms: float, now_ms: float) -> float:
+        """Take the next place of the pace ``scope`` (a rate limit shared by every subtask
+        on the store), atomically: the place starts at the later of ``now_ms`` and where
+        the last one ended, and ends ``advance_ms`` after its start (a negative advance
+        gives time back).
+
+        Returns:
+            When the place starts (epoch milliseconds).
+        """
+
+    @abstractmethod
     def mark_job(self, marker: JobMarker) -> None:
         """Store ``marker`` as its job's, replacing the one stored: an attempt of the job
         calls it when it starts and then as it goes on, to say it is alive."""

@@ -48,6 +48,7 @@ class InMemoryActionLog(ActionLog):
         self._partials: dict[ActionIdentity, _Partial] = {}
         self._markers: dict[str, JobMarker] = {}
         self._spend: dict[str, dict[int, Spent]] = {}
+        self._paces: dict[str, float] = {}
 
     @property
     def name(self) -> str:
@@ -159,6 +160,12 @@ class InMemoryActionLog(ActionLog):
     def spend(self, scope: str, window_start_ms: int) -> Spent:
         with self._lock:
             return self._spend.get(scope, {}).get(window_start_ms, Spent())
+
+    def pace(self, scope: str, advance_ms: float, now_ms: float) -> float:
+        with self._lock:
+            start = max(self._paces.get(scope, now_ms), now_ms)
+            self._paces[scope] = start + advance_ms
+            return start
 
     def mark_job(self, marker: JobMarker) -> None:
         with self._lock:

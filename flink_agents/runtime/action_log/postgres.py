@@ -68,11 +68,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             job TEXT NOT NULL PRIMARY KEY, generated BOOLEAN NOT NULL,
             retention_ms BIGINT NOT NULL, seen_ms BIGINT NOT NULL)""",
     ),
-    (  # 3: budgets' spend per window (2026-11-29), for add_spend; older versions ignore it
+    (  # 3: budgets' spend per window and shared rate limits' pace (2026-11-29), for add_spend
+        # and pace; older versions ignore them
         """CREATE TABLE action_log_spend (
             scope TEXT NOT NULL, window_start BIGINT NOT NULL, tokens BIGINT NOT NULL,
             cost DOUBLE PRECISION NOT NULL, calls BIGINT NOT NULL,
             PRIMARY KEY (scope, window_start))""",
+        """CREATE TABLE action_log_pace (
+            scope TEXT NOT NULL PRIMARY KEY, next_ms DOUBLE PRECISION NOT NULL)""",
     ),
 )
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
@@ -86,6 +89,11 @@ _ADD_SPEND = (
     " cost = action_log_spend.cost + excluded.cost,"
     " calls = action_log_spend.calls + excluded.calls"
     " RETURNING tokens, cost, calls"
+)
+_PACE = (
+    "INSERT INTO action_log_pace (scope, next_ms) VALUES (%s, %s)"
+    " ON CONFLICT (scope) DO UPDATE SET"
+    " next_ms = GREATEST(action_log_pace.next_ms, %s) + %s RETURNING next_ms"
 )
 _DROP_SPEND = "DELETE FROM action_log_spend WHERE scope = %s AND window_start < %s"
 _SPEND = "SELECT tokens, cost, calls FROM action_log_spend WHERE scope = %s AND window_start = %s"
@@ -393,6 +401,11 @@ class PostgresActionLog(ActionLog):
     def spend(self, scope: str, window_start_ms: int) -> Spent:
         row = self._run(lambda conn: conn.execute(_SPEND, (scope, window_start_ms)).fetchone())
         return Spent() if row is None else Spent(*row)
+
+    def pace(self, scope: str, advance_ms: float, now_ms: float) -> float:
+        row = (scope, now_ms + advance_ms, now_ms, advance_ms)
+        (next_ms,) = self._run(lambda conn: conn.execute(_PACE, row).fetchone())
+        return next_ms - advance_ms
 
     def mark_job(self, marker: JobMarker) -> None:
         row = (marker.job, marker.generated, marker.retention_ms, marker.seen_ms)

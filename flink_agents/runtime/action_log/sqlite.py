@@ -77,10 +77,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             job TEXT NOT NULL PRIMARY KEY, generated INTEGER NOT NULL,
             retention_ms INTEGER NOT NULL, seen_ms INTEGER NOT NULL)""",
     ),
-    (  # 3: budgets' spend per window (2026-11-29), for add_spend; older versions ignore it
+    (  # 3: budgets' spend per window and shared rate limits' pace (2026-11-29), for add_spend
+        # and pace; older versions ignore them
         """CREATE TABLE action_log_spend (
             scope TEXT NOT NULL, window_start INTEGER NOT NULL, tokens INTEGER NOT NULL,
             cost REAL NOT NULL, calls INTEGER NOT NULL, PRIMARY KEY (scope, window_start))""",
+        """CREATE TABLE action_log_pace (
+            scope TEXT NOT NULL PRIMARY KEY, next_ms REAL NOT NULL)""",
     ),
 )
 """Schema migrations in order: ``setup`` applies those after the stored version. Append only."""
@@ -94,6 +97,11 @@ _ADD_SPEND = (
     " cost = action_log_spend.cost + excluded.cost,"
     " calls = action_log_spend.calls + excluded.calls"
     " RETURNING tokens, cost, calls"
+)
+_PACE = (
+    "INSERT INTO action_log_pace (scope, next_ms) VALUES (?, ?)"
+    " ON CONFLICT (scope) DO UPDATE SET"
+    " next_ms = MAX(action_log_pace.next_ms, ?) + ? RETURNING next_ms"
 )
 _DROP_SPEND = "DELETE FROM action_log_spend WHERE scope = ? AND window_start < ?"
 _SPEND = "SELECT tokens, cost, calls FROM action_log_spend WHERE scope = ? AND window_start = ?"
@@ -475,6 +483,13 @@ class SqliteActionLog(ActionLog):
         with self._read() as db:
             row = db.execute(_SPEND, (scope, window_start_ms)).fetchone()
         return Spent() if row is None else Spent(*row)
+
+    def pace(self, scope: str, advance_ms: float, now_ms: float) -> float:
+        with self._write() as db:
+            (next_ms,) = db.execute(
+                _PACE, (scope, now_ms + advance_ms, now_ms, advance_ms)
+            ).fetchone()
+        return next_ms - advance_ms
 
     def mark_job(self, marker: JobMarker) -> None:
         with self._lock:  # one statement: its own transaction

@@ -414,6 +414,34 @@ def test_spend_added_from_many_threads_is_all_counted(log: ActionLog) -> None:
     assert log.spend("agent/shared", 0) == Spent(200, 50.0, 100)
 
 
+def test_a_pace_hands_out_places_one_after_another(log: ActionLog) -> None:
+    assert log.pace("m/requests", 100, now_ms=1000) == 1000
+    assert log.pace("m/requests", 100, now_ms=1010) == 1100
+    assert log.pace("m/requests", 100, now_ms=1020) == 1200
+    assert log.pace("m/tokens", 50, now_ms=1020) == 1020  # another pace
+    assert log.pace("m/requests", -250, now_ms=1030) == 1300  # time given back
+    assert log.pace("m/requests", 100, now_ms=1040) == 1050
+    assert log.pace("m/requests", 100, now_ms=5000) == 5000  # idle: no credit saved up
+
+
+def test_a_pace_taken_from_many_threads_gives_each_its_own_place(log: ActionLog) -> None:
+    starts: list[float] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        for _ in range(20):
+            start = log.pace("shared", 10, now_ms=0)
+            with lock:
+                starts.append(start)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(starts) == [10.0 * n for n in range(80)]
+
+
 def test_run_index_is_empty_for_a_job_without_records(log: ActionLog) -> None:
     """run_index() of a job with nothing stored is {}, whatever other jobs hold."""
     assert log.run_index("job-1") == {}
