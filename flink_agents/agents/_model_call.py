@@ -28,6 +28,7 @@ from flink_agents.api import (
     FlinkAgentsError,
     ResourceType,
     RunnerContext,
+    SizeRoute,
     ToolSpec,
 )
 from flink_agents.api.internal import OutputSchema
@@ -58,9 +59,13 @@ async def routed(
     Raises:
         FlinkAgentsError: the route picked a resource that is not a chat model.
     """
-    if model.route is None:
+    route = model.route
+    if route is None:
         return name
-    picked = await ctx.durable_execute_async(model.route, messages)
+    if isinstance(route, SizeRoute):  # decided by the messages alone: the same on a replay
+        picked = route.pick(model.estimate_tokens(messages))
+    else:
+        picked = await ctx.durable_execute_async(route, messages)
     if picked is None or picked == name:
         return name
     if not isinstance(picked, str):

@@ -60,7 +60,7 @@ from flink_agents.api._resources import (
 )
 from flink_agents.api._retrieval import ContextRetrievalRequestEvent, ContextRetrievalResponseEvent
 from flink_agents.api._scheduling import EventScheduled, ScheduleCancelled
-from flink_agents.api._spend import Budget, BudgetExceededError, ModelPrice
+from flink_agents.api._spend import Budget, BudgetExceededError, ModelPrice, SizeRoute
 from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
     FunctionTool,
@@ -128,6 +128,7 @@ __all__ = [
     "ResourceType",
     "RunnerContext",
     "ScheduleCancelled",
+    "SizeRoute",
     "StructuredOutputError",
     "SubAgent",
     "TokenUsage",

@@ -24,7 +24,7 @@ from flink_agents.api._refs import import_ref, ref_of
 from flink_agents.api._upgrade import Upgradable
 
 if TYPE_CHECKING:
-    from flink_agents.api._spend import ModelPrice
+    from flink_agents.api._spend import ModelPrice, SizeRoute
     from flink_agents.api._tools import ToolSpec
 
 CHARS_PER_TOKEN = 4
@@ -146,13 +146,14 @@ class BaseChatModel(ABC):
             when this model fails for good (``ChatModelError``: after its retries, on a
             timeout, a rate limit or a refused request).
         route: a module-level function given a request's messages that returns the name of
-            the chat model resource to ask instead (None: this one); its pick is recorded
-            in the action log like a durable call.
+            the chat model resource to ask instead (None: this one), its pick recorded in
+            the action log like a durable call; or a ``SizeRoute`` (requests over a size go
+            elsewhere).
     """
 
     tools: tuple[str, ...] = ()
     fallbacks: tuple[str, ...] = ()
-    route: Callable[[list[ChatMessage]], str | None] | None = None
+    route: Callable[[list[ChatMessage]], str | None] | SizeRoute | None = None
     prices: ModelPrice | None = None
     """What this model costs per million tokens, for budgets' ``max_cost`` and the cost
     metrics (a job's ``model-prices`` option overrides it)."""
@@ -171,6 +172,7 @@ class BaseChatModel(ABC):
         for spec in tools or ():
             chars += len(spec.name) + len(spec.description) + len(str(spec.parameters))
         return -(-chars // CHARS_PER_TOKEN)
+
     achat: Callable[..., Awaitable[ChatResponse]] | None = None
 
     @abstractmethod

@@ -125,6 +125,24 @@ class Budget(BaseModel):
         return self.models is None or model in self.models
 
 
+class SizeRoute(BaseModel):
+    """A chat model resource's ``route`` by the size of the request: requests of more than
+    ``over_tokens`` tokens (``BaseChatModel.estimate_tokens``' estimate of the messages) go
+    to the chat model resource ``to``; the others stay.
+
+    In a plan: ``route: {over_tokens: 8000, to: long_context}``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    over_tokens: int = Field(ge=0)
+    to: str = Field(min_length=1)
+
+    def pick(self, tokens: int) -> str | None:
+        """Where a request of about ``tokens`` tokens goes (None: nowhere else)."""
+        return self.to if tokens > self.over_tokens else None
+
+
 class BudgetExceededError(FlinkAgentsError):
     """A model call would go over a budget whose ``on_exceeded`` is ``"fail"``.
 

@@ -72,6 +72,7 @@ def test_public_names_are_pinned():
         "ResourceType",
         "RunnerContext",
         "ScheduleCancelled",
+        "SizeRoute",
         "StructuredOutputError",
         "SubAgent",
         "TokenUsage",

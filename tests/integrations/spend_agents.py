@@ -76,6 +76,13 @@ class Asks(Agent):
     def lost(**args: Any) -> OpenAIChatModel:
         return OpenAIChatModel(**args)
 
+    @resource(
+        ResourceType.CHAT_MODEL, model="sized", route={"over_tokens": 20, "to": "big"}, **SCRIPTED
+    )
+    @staticmethod
+    def sized(**args: Any) -> OpenAIChatModel:
+        return OpenAIChatModel(**args)
+
     @action(InputEvent)
     @staticmethod
     def ask(event: InputEvent, ctx: RunnerContext) -> None:

@@ -3,7 +3,7 @@ same models again, getting their recorded answers."""
 
 import pytest
 
-from flink_agents.api import ActionExecutionError, FlinkAgentsError
+from flink_agents.api import ActionExecutionError, FlinkAgentsError, SizeRoute
 from flink_agents.integrations.chat import OpenAIChatModel
 from flink_agents.runtime import LocalExecutionEnvironment, LocalRunner
 from flink_agents.runtime.action_log import InMemoryActionLog
@@ -18,7 +18,7 @@ SECRET = "sk-fallbacks-1357"
 def scripted(monkeypatch, llm_server):
     monkeypatch.setenv("TEST_LLM_URL", llm_server.base_url)
     monkeypatch.setenv("TEST_LLM_KEY", SECRET)
-    for name in ("primary", "backup", "last", "big"):
+    for name in ("primary", "backup", "last", "big", "sized"):
         llm_server.add_rule(Rule(model=name, reply_text=f"{name} says hi"))
     return llm_server
 
@@ -89,6 +89,20 @@ def test_a_route_picks_the_model_and_a_restored_run_replays_its_pick(scripted):
     assert second.run("k", {"text": long_text}) == [{"by": "big", "text": "big says hi"}]
     assert [*routed, long_text] == ROUTED  # the route was not asked again
     assert len(scripted.calls) == 2
+
+
+def test_a_size_route_sends_long_requests_elsewhere(scripted):
+    runner = LocalRunner(Asks)
+    short, long = {"text": "hi", "model": "sized"}, {"text": "x" * 100, "model": "sized"}
+    assert runner.run("k", short) == [{"by": "sized", "text": "sized says hi"}]
+    assert runner.run("k", long) == [{"by": "big", "text": "big says hi"}]
+    model = OpenAIChatModel(
+        "m",
+        base_url=scripted.base_url,
+        api_key_env="TEST_LLM_KEY",
+        route=SizeRoute(over_tokens=5, to="big"),
+    )
+    assert model.descriptor().args["route"] == {"over_tokens": 5, "to": "big"}
 
 
 def test_a_route_to_something_that_is_no_chat_model_fails_clearly(scripted):

@@ -22,6 +22,7 @@ from flink_agents.api import (
     ModelPrice,
     ResourceDescriptor,
     ResourceType,
+    SizeRoute,
     ToolSpec,
 )
 from flink_agents.api.internal import OutputSchema, import_ref, ref_of
@@ -82,7 +83,8 @@ class OpenAIChatModel(BaseChatModel):
             (estimated before, corrected by the usage reported). None: no limit.
         fallbacks: chat model resources asked, in order, when this one fails for good.
         route: a module-level function (or its ``module:function`` name) given a request's
-            messages, returning the chat model resource that answers it (None: this one).
+            messages, returning the chat model resource that answers it (None: this one);
+            or a ``SizeRoute`` (``{"over_tokens": 8000, "to": "long_context"}``).
         prices: per million tokens, ``{"input": ..., "cached_input": ..., "output": ...}``
             or a ``ModelPrice``, for budgets' ``max_cost`` and the cost metrics.
     """
@@ -105,7 +107,11 @@ class OpenAIChatModel(BaseChatModel):
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
         fallbacks: Sequence[str] = (),
-        route: Callable[[list[ChatMessage]], str | None] | str | None = None,
+        route: Callable[[list[ChatMessage]], str | None]
+        | SizeRoute
+        | Mapping[str, Any]
+        | str
+        | None = None,
         prices: ModelPrice | Mapping[str, float] | None = None,
     ) -> None:
         self.model = model or os.environ.get(MODEL_ENV) or ""
@@ -127,8 +133,12 @@ class OpenAIChatModel(BaseChatModel):
         self.extra_args = dict(extra_args or {})
         self.prices = None if prices is None else ModelPrice.model_validate(prices)
         self.fallbacks = tuple(fallbacks)
+        if isinstance(route, Mapping):
+            route = SizeRoute.model_validate(route)
         self.route = import_ref(route) if isinstance(route, str) else route
-        if self.route is not None and not callable(self.route):
+        if self.route is not None and not (
+            callable(self.route) or isinstance(self.route, SizeRoute)
+        ):
             raise FlinkAgentsError(f"OpenAIChatModel route {route!r} is not a function")
         self.limiter: RateLimiter | None = None
         if requests_per_minute is not None or tokens_per_minute is not None:
@@ -326,7 +336,7 @@ class OpenAIChatModel(BaseChatModel):
             "requests_per_minute": (self.limiter and self.limiter.requests_per_minute, None),
             "tokens_per_minute": (self.limiter and self.limiter.tokens_per_minute, None),
             "fallbacks": (list(self.fallbacks), []),
-            "route": (None if self.route is None else ref_of(self.route), None),
+            "route": (_route_arg(self.route), None),
             "prices": (None if self.prices is None else self.prices.model_dump(), None),
         }
         args.update({k: value for k, (value, default) in optional.items() if value != default})
@@ -352,6 +362,13 @@ class OpenAIChatModel(BaseChatModel):
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, host={self.host!r})"
+
+
+def _route_arg(route: Any) -> Any:
+    """A route as a plan holds it: a ``SizeRoute``'s fields, or a function's reference."""
+    if route is None:
+        return None
+    return route.model_dump() if isinstance(route, SizeRoute) else ref_of(route)
 
 
 class _Paced:
