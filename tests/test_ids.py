@@ -178,14 +178,14 @@ chat models, tools and knowledge sets, and an action of a user's may pass any of
 DURABLE_CALL_SITES = {
     "agents/_retrieval.py": ["search", "store.search"],
     "agents/_builtin.py": ["run"],
-    "agents/_model_call.py": ["model.route", "spend.admit", "chat"],
+    "agents/_model_call.py": ["spend.admit", "route", "chat"],
     "testing/recovery.py": ["ledger_call", "ledger_call"],
     "runtime/_context.py": ["partial(_answered, waited.reply)"],
 }
 """The first argument of each ``durable_execute``/``durable_execute_async`` call in
 flink_agents, by file: ``search`` is a partial of ``search_knowledge_set``, ``store.search``
 a knowledge set's, ``chat`` a chat model's ``chat`` or ``achat``, ``run`` a tool's ``call``
-or ``acall``, ``model.route`` a user's function, ``spend.admit`` ``SpendGuard.admit`` (a
+or ``acall``, ``route`` a user's function, ``spend.admit`` ``SpendGuard.admit`` (a
 frozen name); ``ledger_call`` lives in a public module; ``_answered`` (a wait's answer,
 ``ctx.wait_for``) has a frozen name."""
 
