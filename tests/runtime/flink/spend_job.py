@@ -3,11 +3,13 @@
 
 ``PacedAsks`` (``tests/integrations/spend_agents.py``) at parallelism 1 reads JSON lines from a
 monitored directory, under a key budget (``primary`` twice an hour per key, then switch to
-``backup``) and an agent budget (``backup`` ``agent_calls`` times an hour in all, then fail)
+``backup``), a key budget that waits (``last`` once a window of ``wait_window_s``) and an
+agent budget (``backup`` ``agent_calls`` times an hour in all, then fail)
 with ``error-policy: error-output``, ``primary`` paced at ``PACE`` a minute. Outputs
 and error records are committed on checkpoints. Three batches:
 
-1. ``first``: the budgets fill up; its outputs are committed.
+1. ``first``: the budgets fill up, and key ``w`` asks ``last`` three times (each call
+   waits for a window of its own); its outputs are committed.
 2. ``second``: a record that fails the job the first time it is read comes among the
    records that reach the limits, so Flink restores a checkpoint and replays them: the
    budgets' verdicts and the calls are answered from the action log, charged once.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,13 @@ def build_job(spec: dict[str, Any]) -> Any:
             models=["primary"],
             on_exceeded="switch",
             switch_to="backup",
+        ),
+        Budget(
+            name="one-last-each",
+            window=timedelta(seconds=spec["wait_window_s"]),
+            max_calls=1,
+            models=["last"],
+            on_exceeded="wait",
         ),
         Budget(
             name="agent-calls",

@@ -20,6 +20,7 @@ from tests.runtime.flink.runners import MODES
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
 BURST = 40
+WAIT_WINDOW_S = 2.0
 
 
 def asks(key: str, *texts: str) -> list[dict]:
@@ -36,7 +37,10 @@ def _spec(mode: str, directory: Path) -> dict:
         "error_dir": str(directory / "errors"),
         "data_dir": str(directory / "data"),
         "agent_calls": 3,
-        "first": asks("a", "a1", "a2", "a3", "a4") + asks("b", "b1"),
+        "wait_window_s": WAIT_WINDOW_S,
+        "first": asks("a", "a1", "a2", "a3", "a4")
+        + asks("b", "b1")
+        + [{"k": "w", "text": f"w{n}", "model": "last"} for n in (1, 2, 3)],
         "second": [*asks("a", "a5"), crash, *asks("c", "c1"), *asks("a", "a6"), *asks("b", "b2")],
         "burst": [{"k": f"r{n}", "text": f"r{n}"} for n in range(BURST)],
     }
@@ -44,7 +48,8 @@ def _spec(mode: str, directory: Path) -> dict:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_budgets_and_rate_limits_hold_across_a_failure(mode, tmp_path, monkeypatch):
-    rules = [Rule(model=m, reply_text=f"{m}: {{last_user}}") for m in ("primary", "backup")]
+    models = ("primary", "backup", "last")
+    rules = [Rule(model=m, reply_text=f"{m}: {{last_user}}") for m in models]
     with ScriptedLLMServer(rules) as server:
         monkeypatch.setenv("TEST_LLM_URL", server.base_url)
         monkeypatch.setenv("TEST_LLM_KEY", "sk-spend-flink-9753")
@@ -82,7 +87,11 @@ def test_budgets_and_rate_limits_hold_across_a_failure(mode, tmp_path, monkeypat
     assert [asked_twice for asked_twice, n in asked.items() if n > 1] == []
     answered = Counter(call.request["model"] for call in calls if call.status == 200)
     # a's two, b's two, c's two (the record that failed the job runs once it is read again).
-    assert answered == {"primary": 2 + 2 + 2 + BURST, "backup": 3}
+    assert answered == {"primary": 2 + 2 + 2 + BURST, "backup": 3, "last": 3}
+    # w's calls to "last" waited for a window each.
+    waited = [call.at for call in calls if call.request["model"] == "last"]
+    assert len({int(at // WAIT_WINDOW_S) for at in waited}) == 3
+    assert all(by[f"w{n}"] == "last" for n in (1, 2, 3))
     burst = sorted(
         call.at for call in calls if call.request["messages"][-1]["content"].startswith("r")
     )
