@@ -336,7 +336,7 @@ class AgentMetrics:
         self._per_action: dict[str, FastCounter] = {}
         self._per_function: dict[str, tuple[SharedCounter, SharedCounter, WindowHistogram]] = {}
         self._per_model: dict[str, tuple[SharedCounter, ...]] = {}
-        self._per_budget: dict[str, SharedCounter] = {}
+        self._per_budget: dict[str, tuple[SharedCounter, ...]] = {}
 
     # -- runs, actions, events (operator thread) -------------------------------------------
 
@@ -527,7 +527,17 @@ class AgentMetrics:
 
     def budget_exceeded(self, budget: str) -> None:
         """A call was found over a budget (it failed, switched or waited)."""
-        self._budget(budget).inc()
+        self._budget(budget)[0].inc()
+
+    def budget_charged(self, budget: str, spent: Spent) -> None:
+        """A call that ran was charged to a budget (for a key budget: by one of the keys of
+        this subtask's key groups)."""
+        _, calls, tokens, cost = self._budget(budget)
+        calls.inc(spent.calls)
+        if spent.tokens:
+            tokens.inc(spent.tokens)
+        if spent.cost:
+            cost.inc(round(spent.cost * 1_000_000))
 
     def budget_spent(self, budget: Budget, spent: Spent) -> None:
         """An agent budget's window has ``spent`` so far: its remaining gauges."""
@@ -540,12 +550,16 @@ class AgentMetrics:
             if limit is not None:
                 group.get_gauge(name).update(max(0, round((limit - used) * scale)))
 
-    def _budget(self, budget: str) -> SharedCounter:
-        counter = self._per_budget.get(budget)
-        if counter is None:
-            counter = self.agent_group.group("budget", budget).shared_counter("numOfExceeded")
-            self._per_budget[budget] = counter
-        return counter
+    def _budget(self, budget: str) -> tuple[SharedCounter, ...]:
+        counters = self._per_budget.get(budget)
+        if counters is None:
+            group = self.agent_group.group("budget", budget)
+            counters = tuple(
+                group.shared_counter(name)
+                for name in ("numOfExceeded", "spentCalls", "spentTokens", "spentCostMicros")
+            )
+            self._per_budget[budget] = counters
+        return counters
 
     def chat_fallback(self, model: str) -> None:
         """A chat model failed for good and the request went on to its fallback."""

@@ -1,8 +1,9 @@
 """The books of budgets: what chat model calls spent, per key and per agent, in each window,
 and whether the next call may go (``docs/spend.md``).
 
-One ``SpendGuard`` per engine (per Flink subtask), made only when the agent has budgets or
-prices. The built-in chat action asks it before every model call and tells it after:
+One ``SpendGuard`` per engine (per Flink subtask); without budgets it only counts what
+calls cost. The built-in chat action asks it before every model call that a budget covers,
+and tells it after every call:
 
 - ``admit`` is a durable call (its answer is recorded, so a restored run takes the same
   model without asking again). It checks the call against every budget covering its
@@ -12,7 +13,7 @@ prices. The built-in chat action asks it before every model call and tells it af
 - ``charge`` adds a call's usage: to a key budget's totals in the key's short-term memory
   (Flink state, written with the action, so a replayed action charges once), and to an
   agent budget's totals in the action log's store (shared by every subtask on one
-  PostgreSQL), only for calls that really ran.
+  PostgreSQL), only for calls that really ran, settling the estimate ``admit`` added.
 
 Windows are fixed: a window of length ``w`` starts at a multiple of ``w`` since the Unix
 epoch, on the wall clock (money is spent in real time, also on the local runner, whose
@@ -276,6 +277,8 @@ class SpendGuard:
         reserved = _reservations(admitted)
         now_ms = self._clock_ms()
         for budget in self.covering(model):
+            if ran:
+                self._metrics.budget_charged(budget.name, spent)
             start = now_ms - now_ms % budget.window_ms
             if budget.scope == "key":
                 path = f"{SPEND_PATH}.{budget.name}"

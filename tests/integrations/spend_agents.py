@@ -24,6 +24,7 @@ from flink_agents.api import (
     resource,
 )
 from flink_agents.integrations.chat import OpenAIChatModel
+from tests.runtime.forgetting_agents import crash_once
 
 SCRIPTED = dict(
     base_url="${env:TEST_LLM_URL}",
@@ -105,12 +106,7 @@ def parse_record(line: str) -> dict[str, Any]:
     fails the job the first time it is read, so Flink restores its last checkpoint."""
     record = json.loads(line)
     if record.get("crash"):
-        marker = Path(record["crash"])
-        if not marker.exists():
-            written = marker.with_suffix(".writing")
-            written.write_text("crashed")
-            written.rename(marker)
-            raise RuntimeError("an injected failure")
+        crash_once(Path(record["crash"]))
     return record
 
 

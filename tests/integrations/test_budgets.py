@@ -55,6 +55,17 @@ def test_a_key_budget_stops_each_key_at_its_limit(scripted):
     assert scripted.call_count("chat") == 3
 
 
+def test_a_key_budgets_metrics_sum_its_keys(scripted):
+    runner = LocalRunner(Asks, options=AgentOptions(budgets=[hourly(max_calls=1)]))
+    runner.run("a", {"text": "1"})
+    runner.run("b", {"text": "1"})
+    with pytest.raises(ActionExecutionError):
+        runner.run("a", {"text": "2"})
+    snapshot = runner.metrics.snapshot()
+    assert (snapshot["budget.hourly.spentCalls"], snapshot["budget.hourly.spentTokens"]) == (2, 300)
+    assert snapshot["budget.hourly.numOfExceeded"] == 1
+
+
 def test_a_key_budgets_totals_are_in_its_short_term_memory(scripted):
     runner = LocalRunner(Asks, options=AgentOptions(budgets=[hourly(max_tokens=10_000)]))
     runner.run("k", {"text": "hi"})
@@ -165,6 +176,8 @@ def test_an_agent_budget_is_shared_by_keys_and_outlives_a_restart(scripted, tmp_
         snapshot = second.metrics.snapshot()
         assert snapshot["budget.shared.numOfExceeded"] == 1
         assert snapshot["budget.shared.remainingCalls"] == 0
+        assert snapshot["budget.shared.spentCalls"] == 1  # this runner's one
+        assert snapshot["budget.shared.spentTokens"] == 150
 
 
 def test_a_restored_run_replays_its_budgets_verdict_and_charges_once(scripted):
