@@ -48,7 +48,11 @@ logger = logging.getLogger(__name__)
 
 SPEND_PATH = "_flink_agents.spend"
 """Where a key's short-term memory keeps its key budgets' totals: one entry per budget, a
-mapping ``{"window_start_ms", "tokens", "cost", "calls"}``."""
+mapping ``{"version": 1, "window_start_ms", "tokens", "cost", "calls"}``."""
+
+FORMAT_VERSION = 1
+"""The version of what budgets keep: a key budget's totals in memory, ``admit``'s verdict in
+the action log (``tests/runtime/golden`` holds one of each; a reader refuses a later one)."""
 
 KeyTotals = Mapping[str, Mapping[str, Any]]
 """A key's budget totals as its memory keeps them, by budget name."""
@@ -147,8 +151,9 @@ class SpendGuard:
         settles the difference, ``release`` gives it back if the call fails.
 
         Returns:
-            ``{"model": ..., "tokens": ..., "reserved": [[budget, window_start_ms, cost],
-            ...]}``: plain data, recorded in the action log as the call's result.
+            ``{"version": 1, "model": ..., "tokens": ..., "reserved": [[budget,
+            window_start_ms, cost], ...]}``: plain data, recorded in the action log as the
+            call's result.
 
         Raises:
             BudgetExceededError: over a budget that fails, or a call larger than a whole
@@ -164,7 +169,12 @@ class SpendGuard:
             if over is None:
                 reserved, over = await self._reserve(model, tokens)
                 if over is None:
-                    return {"model": model, "tokens": tokens, "reserved": reserved}
+                    return {
+                        "version": FORMAT_VERSION,
+                        "model": model,
+                        "tokens": tokens,
+                        "reserved": reserved,
+                    }
             budget, spent, end_ms = over
             self._metrics.budget_exceeded(budget.name)
             if budget.on_exceeded == "switch":
@@ -318,6 +328,7 @@ def _reservations(admitted: Admitted | None) -> dict[str, tuple[int, Spent]]:
     """What ``admit`` reserved, by agent budget: the window and the estimate."""
     if not admitted:
         return {}
+    _check_version(admitted, "a budgets' verdict in the action log")
     tokens = int(admitted.get("tokens", 0))
     return {
         name: (int(start), Spent(tokens, float(cost), 1))
@@ -328,16 +339,29 @@ def _reservations(admitted: Admitted | None) -> dict[str, tuple[int, Spent]]:
 def _spent_in(kept: Any, start: int) -> Spent:
     """What a key's kept totals hold for the window starting at ``start`` (an older
     window's: nothing)."""
-    if not isinstance(kept, Mapping) or kept.get("window_start_ms") != start:
+    if not isinstance(kept, Mapping):
+        return Spent()
+    _check_version(kept, "a key budget's totals in short-term memory")
+    if kept.get("window_start_ms") != start:
         return Spent()
     return Spent(
         int(kept.get("tokens", 0)), float(kept.get("cost", 0.0)), int(kept.get("calls", 0))
     )
 
 
+def _check_version(stored: Mapping[str, Any], what: str) -> None:
+    version = stored.get("version")
+    if version != FORMAT_VERSION:
+        raise FlinkAgentsError(
+            f"{what} has format version {version!r}; this release reads version "
+            f"{FORMAT_VERSION} (written by a later release?)"
+        )
+
+
 def _kept(start: int, total: Spent) -> dict[str, Any]:
     """A key budget's totals as its memory keeps them (by field name)."""
     return {
+        "version": FORMAT_VERSION,
         "window_start_ms": start,
         "tokens": total.tokens,
         "cost": total.cost,

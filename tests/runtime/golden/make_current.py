@@ -139,6 +139,26 @@ def forget_request() -> Any:
     return forget_input(ForgetKey(KEY, request_id="ticket-1"))
 
 
+def key_spend_totals() -> Any:
+    """What a key budget keeps in the key's short-term memory (added in 0.3.0): the value
+    behind ``spend-0.3.0-key-totals``."""
+    from flink_agents.runtime._spend import _kept
+    from flink_agents.runtime.action_log import Spent
+
+    return _kept(1_764_460_800_000, Spent(tokens=450, cost=0.0135, calls=3))
+
+
+def budget_verdict() -> Any:
+    """What ``SpendGuard.admit`` answers, recorded in the action log as a durable call's
+    result (added in 0.3.0): the value behind ``spend-0.3.0-verdict``."""
+    return {
+        "version": 1,
+        "model": "backup",
+        "tokens": 42,
+        "reserved": [["agent-calls", 1_764_460_800_000, 0.000105]],
+    }
+
+
 def _due(entry: Any) -> int:
     return entry.due_ms
 
