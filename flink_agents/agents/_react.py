@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from flink_agents._ids import derived_event_id
 from flink_agents.api import (
     Agent,
+    Budget,
     ChatMessage,
     ChatRequestEvent,
     ChatResponseEvent,
@@ -87,6 +88,8 @@ class ReActAgent(Agent):
         max_time: wall time per input (the runner's processing time, from the first model
             call); once past, the run fails with ``LoopLimitExceededError`` instead of
             calling the model again. None: no limit.
+        budgets: ``Budget``s on its model calls, written into its plan (``config.budgets``;
+            a job's ``budgets`` option replaces one of the same name): ``docs/spend.md``.
         name: the agent's name in its plan.
     """
 
@@ -100,6 +103,7 @@ class ReActAgent(Agent):
         max_steps: int = DEFAULT_MAX_STEPS,
         max_total_tokens: int | None = None,
         max_time: timedelta | None = None,
+        budgets: Sequence[Budget] = (),
         name: str = "react_agent",
     ) -> None:
         if max_steps < 1:
@@ -121,6 +125,7 @@ class ReActAgent(Agent):
         self.max_steps = max_steps
         self.max_total_tokens = max_total_tokens
         self.max_time = max_time
+        self.budgets = tuple(budgets)
         self.agent_name = name
 
     def to_plan(self) -> Any:
@@ -157,7 +162,10 @@ class ReActAgent(Agent):
         if self.output_schema is not None:
             react["output_schema"] = ref_of(self.output_schema)
         data = compile_agent(type(self)).model_dump(mode="json")
-        data.update(name=self.agent_name, resources=resources, config={CONFIG_KEY: react})
+        config: dict[str, Any] = {CONFIG_KEY: react}
+        if self.budgets:
+            config["budgets"] = [budget.model_dump(mode="json") for budget in self.budgets]
+        data.update(name=self.agent_name, resources=resources, config=config)
         plan = validate_plan_data(data)
         bind_plan(plan)
         return plan

@@ -8,8 +8,17 @@ from datetime import timedelta
 
 import pytest
 
-from flink_agents.api import ActionExecutionError, Budget, BudgetExceededError, FlinkAgentsError
-from flink_agents.plan import to_plan
+from flink_agents.agents import ReActAgent
+from flink_agents.api import (
+    ActionExecutionError,
+    Budget,
+    BudgetExceededError,
+    FlinkAgentsError,
+    ModelPrice,
+    TokenUsage,
+)
+from flink_agents.integrations.chat import OpenAIChatModel
+from flink_agents.plan import plan_from_yaml, save_plan, to_plan
 from flink_agents.runtime import AgentOptions, LocalExecutionEnvironment, LocalRunner, load_options
 from flink_agents.runtime.action_log import InMemoryActionLog
 from flink_agents.runtime.action_log.sqlite import SqliteActionLog
@@ -100,8 +109,6 @@ def test_cost_comes_from_the_price_table(scripted):
 
 
 def test_cached_input_tokens_cost_their_own_price():
-    from flink_agents.api import ModelPrice, TokenUsage
-
     price = ModelPrice(input=1000, cached_input=100, output=2000)
     usage = TokenUsage(prompt_tokens=100, completion_tokens=50, total_tokens=150, cached_tokens=80)
     assert price.cost(usage) == pytest.approx((20 * 1000 + 80 * 100 + 50 * 2000) / 1e6)
@@ -261,3 +268,17 @@ def test_a_failed_call_gives_its_reservation_back(scripted):
     outputs, errors = run(asks("a", "1", "2"), budgets=[budget])
     assert errors == []
     assert [o["by"] for o in outputs] == ["backup", "primary"]
+
+
+def test_a_react_agent_carries_its_budgets_in_its_plan(scripted, tmp_path):
+    model = OpenAIChatModel("primary", base_url=scripted.base_url, api_key_env="TEST_LLM_KEY")
+    agent = ReActAgent(chat_model=model, budgets=[hourly(max_calls=1)])
+    path = tmp_path / "react.yaml"
+    save_plan(agent.to_plan(), path)
+    plan = plan_from_yaml(path.read_text())
+    assert plan.config["budgets"][0]["window"] == "PT1H"
+    runner = LocalRunner(plan)
+    assert runner.run("k", "one") == ["primary: one"]
+    with pytest.raises(ActionExecutionError) as caught:
+        runner.run("k", "two")
+    assert isinstance(caught.value.cause, BudgetExceededError)
