@@ -111,7 +111,7 @@ def measured_rate_per_minute(server) -> float:
 @pytest.mark.parametrize("asynchronous", [True, False], ids=["achat", "chat"])
 def test_a_job_under_a_request_limit_keeps_to_it_and_loses_nothing(scripted, asynchronous):
     """Every key's calls share the limit; the runs wait and none fails."""
-    model = OpenAIChatModel("scripted", requests_per_minute=1200)  # one each 50 ms
+    model = OpenAIChatModel("scripted", requests_per_minute=600)  # one each 100 ms
     if not asynchronous:
         model.achat = None  # the thread pool's path
     records = [{"k": f"k{i % 7}", "q": f"q{i}"} for i in range(40)]
@@ -123,7 +123,7 @@ def test_a_job_under_a_request_limit_keeps_to_it_and_loses_nothing(scripted, asy
     )
     assert builder.error_stream() == []
     rate = measured_rate_per_minute(scripted)
-    assert rate == pytest.approx(1200, rel=0.05)
+    assert rate == pytest.approx(600, rel=0.05)
 
 
 @pytest.mark.parametrize("asynchronous", [True, False], ids=["achat", "chat"])
