@@ -108,12 +108,9 @@ def measured_rate_per_minute(server) -> float:
     return (len(times) - 1) / (times[-1] - times[0]) * 60
 
 
-@pytest.mark.parametrize("asynchronous", [True, False], ids=["achat", "chat"])
-def test_a_job_under_a_request_limit_keeps_to_it_and_loses_nothing(scripted, asynchronous):
+def test_a_job_under_a_request_limit_keeps_to_it_and_loses_nothing(scripted):
     """Every key's calls share the limit; the runs wait and none fails."""
     model = OpenAIChatModel("scripted", requests_per_minute=600)  # one each 100 ms
-    if not asynchronous:
-        model.achat = None  # the thread pool's path
     records = [{"k": f"k{i % 7}", "q": f"q{i}"} for i in range(40)]
     env = LocalExecutionEnvironment(error_policy="error-output")
     builder = env.from_list(records, "k").apply(ReActAgent(chat_model=model))
@@ -211,3 +208,16 @@ def test_a_shared_pace_spaces_requests_in_every_limiter_that_takes_from_it():
     delays = sorted(limiter.reserve() for limiter in limiters * 2)
     # Four places 100 ms apart, whichever limiter took them.
     assert [round(d, 1) for d in delays] == [0.0, 0.1, 0.2, 0.3]
+
+
+def test_calls_on_threads_keep_to_the_limit_too(scripted):
+    """``chat`` (the executor's path) waits for its place on its own thread."""
+    model = OpenAIChatModel("scripted", requests_per_minute=1200)  # one each 50 ms
+    messages = [ChatMessage(role=MessageRole.USER, content="hello")]
+    threads = [threading.Thread(target=model.chat, args=(messages,)) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert scripted.call_count("chat") == 12
+    assert measured_rate_per_minute(scripted) == pytest.approx(1200, rel=0.1)
