@@ -59,7 +59,7 @@ class Asks(Agent):
         model="bench",
         base_url="${env:BENCH_LLM_URL}",
         api_key={"env": "BENCH_LLM_KEY"},
-        max_retries=0,
+        retry_initial_wait=0.01,
     )
     @staticmethod
     def llm(**args: Any) -> OpenAIChatModel:
