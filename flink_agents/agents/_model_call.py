@@ -84,11 +84,12 @@ async def ask(
     tools: list[ToolSpec] | None,
     output_schema: OutputSchema | None,
 ) -> tuple[str, ChatResponse]:
-    """Ask chat model ``name``, then its fallbacks in order while they fail for good: the
-    one that answered and its answer.
+    """Ask chat model ``name``, then its fallbacks in order while they fail for good, each
+    where the budgets let it go: the one that answered and its answer.
 
     Raises:
         ChatModelError: the last of them failed too (the others' failures are logged).
+        BudgetExceededError: a budget that fails stopped a call.
     """
     spend: Any = getattr(ctx, "spend", None)
     model = chat_model(ctx, name)
