@@ -120,6 +120,11 @@ class Budget(BaseModel):
     def window_ms(self) -> int:
         return self.window // timedelta(milliseconds=1)
 
+    def window_start(self, now_ms: int) -> int:
+        """When the window holding ``now_ms`` began (epoch milliseconds): windows start at
+        the multiples of their length since the epoch."""
+        return now_ms - now_ms % self.window_ms
+
     def covers(self, model: str) -> bool:
         """Whether calls of chat model resource ``model`` count against this budget."""
         return self.models is None or model in self.models

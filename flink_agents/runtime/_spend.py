@@ -222,8 +222,7 @@ class SpendGuard:
     ) -> tuple[list[list[Any]], tuple[Budget, Spent, int] | None]:
         reserved: list[tuple[Budget, int]] = []
         for budget in budgets:
-            now_ms = self._clock_ms()
-            start = now_ms - now_ms % budget.window_ms
+            start = budget.window_start(self._clock_ms())
             total = self._add_agent_spend(budget, start, estimate)
             if _over(budget, total - estimate, estimate.tokens, estimate.cost):
                 for taken, taken_start in [*reserved, (budget, start)]:
@@ -241,8 +240,7 @@ class SpendGuard:
 
         price = None
         for budget in self.covering(model):
-            now_ms = self._clock_ms()
-            start = now_ms - now_ms % budget.window_ms
+            start = budget.window_start(self._clock_ms())
             if budget.scope == "key":
                 spent = _spent_in(key_totals.get(budget.name), start)
             else:
@@ -289,7 +287,7 @@ class SpendGuard:
         for budget in self.covering(model):
             if ran:
                 self._metrics.budget_charged(budget.name, spent)
-            start = now_ms - now_ms % budget.window_ms
+            start = budget.window_start(now_ms)
             if budget.scope == "key":
                 path = f"{SPEND_PATH}.{budget.name}"
                 short_term = memory()
