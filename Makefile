@@ -20,13 +20,27 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/flink-agents demo
 
+# Arize Phoenix, the OpenTelemetry trace viewer that the tests in tests/tracing start on
+# loopback, in a venv of its own: it pulls protobuf 7 and grpcio 1.8x, which conflict with the
+# project's venv (PyFlink and Beam pin older ones). The tests find it at
+# .venv-phoenix/bin/phoenix unless FLINK_AGENTS_PHOENIX names another executable. (About a
+# minute and 850 MB.) The venv ignores itself, as Python 3.13's venvs do: git and ruff (`ruff
+# check .` would lint its scripts) leave it alone.
+PHOENIX_VENV := .venv-phoenix
+
+$(PHOENIX_VENV)/.installed:
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	echo '*' > $(PHOENIX_VENV)/.gitignore
+	$(PHOENIX_VENV)/bin/pip install --quiet --disable-pip-version-check arize-phoenix==20.26.1
+	touch $@
+
 # The suite in two passes: the tests that start no Flink on every core (pytest-xdist), then
 # those that do (MiniCluster, a standalone cluster) one at a time: two Flink jobs at once on
 # a 2-core machine slow each other past their timeouts.
 NO_FLINK := -m "not flink and not slow" -n auto
 WITH_FLINK := -m "flink or slow"
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test $(PHOENIX_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/pytest $(NO_FLINK)
 	$(BIN)/pytest $(WITH_FLINK)
@@ -85,4 +99,4 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) $(VENV312) build *.egg-info .pytest_cache .ruff_cache .flink out
+	rm -rf $(VENV) $(VENV312) $(PHOENIX_VENV) build *.egg-info .pytest_cache .ruff_cache .flink out

@@ -42,6 +42,7 @@ from flink_agents.runtime._resources import ResourceCache
 from flink_agents.runtime._run_state import RunState, Waited, Wake
 from flink_agents.runtime._scheduling import SCHEDULING, Schedules
 from flink_agents.runtime._spend import SpendGuard
+from flink_agents.runtime._tracing import CallSpan, Tracer
 from flink_agents.runtime.journal import CallFuture, CallRecorder, CallSlot, Lookup
 
 if TYPE_CHECKING:  # (it imports asyncio: a Flink operator's start need not)
@@ -112,6 +113,7 @@ class ActionServices:
         "schedules",
         "spend",
         "sub_runs",
+        "tracer",
     )
 
     def __init__(
@@ -127,8 +129,10 @@ class ActionServices:
         call_loop: Callable[[], CallLoop] | None = None,
         schedules: Schedules | None = None,
         spend: SpendGuard | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.resources = resources
+        self.tracer = tracer
         self.spend = spend
         self.schedules = schedules
         self.executor = executor
@@ -170,6 +174,15 @@ class ActionContext(RunnerContext):
     member's."""
     _sleeps = 0
     _waits = 0
+    started_ns = 0
+    """With tracing on: when this execution started (its action's span starts then)."""
+    attempt = 0
+    """With tracing on: the failed attempts of this action before this execution (a
+    sub-run's action: its caller's)."""
+    span_id = 0
+    """With tracing on: this execution's span."""
+    parent_span_id = 0
+    """With tracing on: the span of its run, or of its sub-run."""
 
     def __init__(
         self,
@@ -440,9 +453,19 @@ class ActionContext(RunnerContext):
             # client kept between calls needs the same loop every time. (Not on the loop's
             # own thread: waiting for the loop there would hang.)
             slot = self._begin(function, args, kwargs)
-            return _LoopCall(loop, function, args, kwargs, slot, services.metrics).wait()
+            call = _LoopCall(loop, function, args, kwargs, slot, services.metrics)
+            if services.tracer is not None:
+                name = slot.function if slot is not None else function_id(function)
+                call.span = self._call_span(function, name, args)
+            return call.wait()
+        if services.tracer is not None:
+            return self._traced_execute(function, args, kwargs)
+        return self._execute(function, args, kwargs)
+
+    def _execute(self, function: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        """``durable_execute`` on this thread."""
         recorder = self.call_recorder()
-        metrics = services.metrics
+        metrics = self._services.metrics
         self.last_call_replayed = False
         if recorder is None:
             if metrics is None:
@@ -461,14 +484,35 @@ class ActionContext(RunnerContext):
             return slot.run(run, args, kwargs)
         return metrics.timed_call(slot.function, slot.run, run, args, kwargs)
 
+    def _traced_execute(self, function: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        """``_execute`` with the call's span (tracing on)."""
+        span = self._call_span(function, function_id(function), args)
+        try:
+            value = self._execute(function, args, kwargs)
+        except Exception as error:
+            (span.replayed if self.last_call_replayed else span.ended)(error=error)
+            raise
+        (span.replayed if self.last_call_replayed else span.ended)(value)
+        return value
+
+    def _call_span(self, function: Callable[..., Any], name: str, args: tuple) -> CallSpan:
+        """The span of a durable call this execution makes now (tracing on)."""
+        identity = (self._key, self.origin.sequence, self.span_id)
+        return CallSpan(self._services.tracer, identity, function, name, args)
+
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Awaitable[T]:
         services = self._services
         slot = self._begin(function, args, kwargs)
         if services.call_loop is not None and inspect.iscoroutinefunction(function):
-            return _LoopCall(services.call_loop, function, args, kwargs, slot, services.metrics)
-        return _DurableCall(services.executor(), function, args, kwargs, slot, services.metrics)
+            call = _LoopCall(services.call_loop, function, args, kwargs, slot, services.metrics)
+        else:
+            call = _DurableCall(services.executor(), function, args, kwargs, slot, services.metrics)
+        if services.tracer is not None:
+            name = slot.function if slot is not None else function_id(function)
+            call.span = self._call_span(function, name, args)
+        return call
 
     def _begin(self, function: Callable[..., Any], args: tuple, kwargs: dict) -> CallSlot | None:
         """The call's slot in the action's recorder (None without a log), and whether the
@@ -620,7 +664,7 @@ class _Call:
     """A durable call made with ``durable_execute_async``, not yet awaited: the function,
     its arguments, and its slot in the action's call recorder (None without a log)."""
 
-    __slots__ = ("_args", "_function", "_kwargs", "_metrics", "_slot")
+    __slots__ = ("_args", "_function", "_kwargs", "_metrics", "_slot", "span")
 
     def __init__(
         self,
@@ -635,6 +679,8 @@ class _Call:
         self._kwargs = kwargs
         self._slot = slot
         self._metrics = metrics
+        self.span: CallSpan | None = None
+        """With tracing on: the call's span, ended when its future is done."""
 
     def _replayed(self) -> bool:
         """Whether the action log answers the call (counted as replayed)."""
@@ -644,6 +690,25 @@ class _Call:
         if self._metrics is not None:
             self._metrics.durable_call_replayed()
         return True
+
+    def _replay(self) -> Any:
+        """The recorded outcome of a call the action log answers."""
+        span = self.span
+        if span is None:
+            return self._slot.replay()
+        try:
+            value = self._slot.replay()
+        except Exception as error:
+            span.replayed(error=error)
+            raise
+        span.replayed(value)
+        return value
+
+    def _watched(self, future: Future[Any]) -> Future[Any]:
+        """``future``, the call's span (if any) ended when it is done."""
+        if self.span is not None:
+            self.span.watch(future)
+        return future
 
     def _name(self) -> str:
         """The function's name in metrics (and the log)."""
@@ -673,22 +738,22 @@ class _DurableCall(_Call):
 
     def __await__(self) -> Generator[Future[Any], Any, Any]:
         if self._replayed():
-            return self._slot.replay()
+            return self._replay()
         slot, metrics, submit = self._slot, self._metrics, self._executor.submit
         if slot is not None:
             # The executor's thread runs the call, hands its outcome to the journal's call
             # writer and is free; the future is the action's, completed once it is stored.
-            future: Future[Any] = CallFuture()
+            future: Future[Any] = self._watched(CallFuture())
             timed = None if metrics is None else partial(metrics.timed_call, self._name())
             call = partial(call_to_result, self._function)
             submit(slot.start, call, self._args, self._kwargs, future, timed)
             return (yield future)
         function, args = call_to_result, (self._function, *self._args)
         if metrics is None:
-            return (yield submit(function, *args, **self._kwargs))
+            return (yield self._watched(submit(function, *args, **self._kwargs)))
         # The user's arguments bound first: their names cannot clash with timed_call's.
         bound = partial(function, *args, **self._kwargs)
-        return (yield submit(metrics.timed_call, self._name(), bound))
+        return (yield self._watched(submit(metrics.timed_call, self._name(), bound)))
 
 
 class _LoopCall(_Call):
@@ -711,19 +776,21 @@ class _LoopCall(_Call):
 
     def __await__(self) -> Generator[Future[Any], Any, Any]:
         if self._replayed():
-            return self._slot.replay()
+            return self._replay()
         return (yield self._submit())
 
     def wait(self) -> Any:
         """The call's value, waited for on this thread (``durable_execute``)."""
         if self._replayed():
-            return self._slot.replay()
+            return self._replay()
         return self._submit().result()
 
     def _submit(self) -> Future[Any]:
         """Hand the call to the loop."""
-        return self._loop().submit(
-            self._function, self._args, self._kwargs, self._slot, self._metrics, self._name()
+        return self._watched(
+            self._loop().submit(
+                self._function, self._args, self._kwargs, self._slot, self._metrics, self._name()
+            )
         )
 
 

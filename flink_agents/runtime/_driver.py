@@ -215,12 +215,13 @@ class KeyDriver:
         ``on_end_of_input``, as on Flink, whose processing-time timers stop with the input,
         and register no end-of-input timer (on Flink one registered while the end's timers
         fire would fire at once, again and again)."""
+        self.tracer = engine.tracer
         self._plain_runs = not (
-            self.event_log.enabled or self.options.memory_snapshots or engine.records_all
+            engine.observed or self.options.memory_snapshots or engine.records_all
         )
-        """Whether a new run may start through ``_run_plain``: neither the event log (it
-        times each action) nor memory snapshots (emitted per run) are on, nor does the
-        action log record every action (``step`` makes the records)."""
+        """Whether a new run may start through ``_run_plain``: neither the event log nor
+        tracing (they time each action) nor memory snapshots (emitted per run) are on, nor
+        does the action log record every action (``step`` makes the records)."""
 
     # -- callbacks -------------------------------------------------------------------------
 
@@ -558,6 +559,7 @@ class KeyDriver:
                     metrics.run_failed()
                     metrics.run_to_error_output()
                     event_log.run_finished(run.key, run.sequence, "error_output", error=error)
+                    self._trace_run(run, "error_output", error.cause)
                     yield Emission(
                         self.errors,
                         failed_run(
@@ -574,6 +576,7 @@ class KeyDriver:
                 else:
                     if logging_events:
                         event_log.run_finished(run.key, run.sequence, "succeeded")
+                    self._trace_run(run, "succeeded")
                     engine.finish(run, sensory)
                 control.run = None
                 if self.options.memory_snapshots and not set_aside:
@@ -703,6 +706,8 @@ class KeyDriver:
                         key, control, next_record, state, timers, sensory, short_term
                     )
         control.sequence += 1
+        if self.tracer is not None:
+            self.tracer.run_started(key, control.sequence)
         if due is not None:  # a scheduled event, due
             if self.event_log.enabled:
                 self.event_log.run_started(key, control.sequence, due)
@@ -812,7 +817,12 @@ class KeyDriver:
         self.metrics.run_woken()
         return entry.run
 
-    # -- the event log ------------------------------------------------------------------------
+    # -- the event log and traces ---------------------------------------------------------------
+
+    def _trace_run(self, run: RunState, outcome: str, error: BaseException | None = None) -> None:
+        """Export ``run``'s root span (with tracing on): it ended with ``outcome``."""
+        if self.tracer is not None:
+            self.tracer.run_finished(run.key, run.sequence, outcome, run.input, error)
 
     def _log_action(self, run: RunState, outcome: StepResult, started: float) -> None:
         """One action completed (or was replayed): its line, then one per event it sent.

@@ -16,6 +16,7 @@ listening to one event run side by side (``_fan_out.py``).
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import wait
 from types import MappingProxyType
@@ -67,6 +68,7 @@ from flink_agents.runtime._run_state import (
 )
 from flink_agents.runtime._scheduling import SCHEDULING, Schedules
 from flink_agents.runtime._spend import SpendGuard, budgets_of
+from flink_agents.runtime._tracing import Tracer, configured_tracer
 from flink_agents.runtime._unvalidated import input_event
 from flink_agents.runtime.action_log import (
     ActionLogError,
@@ -126,6 +128,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             other arguments but the plan are then ignored).
         metrics: where the run lifecycle counts (``AgentMetrics``; a new one if None).
         event_log: where runs, events and actions are logged (off if None).
+        tracer: where the spans of runs, actions and durable calls go (None: as the
+            ``tracing`` option says).
     """
 
     def __init__(
@@ -138,6 +142,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         parent: RunEngine | None = None,
         metrics: AgentMetrics | None = None,
         event_log: EventLog | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.plan = plan
         self._parent = parent
@@ -148,6 +153,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             self.long_term = parent.long_term
             self._engine_id = parent._engine_id
             self.metrics, self.event_log = parent.metrics, parent.event_log
+            self.tracer = parent.tracer
         else:
             self.options = options or AgentOptions()
             self.journal = journal
@@ -161,7 +167,16 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             # without one, from this engine (another process's runs must not overwrite
             # them; a retry repeats them).
             self._engine_id = job_id or new_job_name()
+            if tracer is None:  # a run's trace is the same in every attempt: named by its job
+                job = journal.job if journal is not None else self._engine_id
+                tracer = configured_tracer(self.options, job, plan.plan.name)
+            self.tracer = tracer
+            if tracer is not None:
+                self.metrics.tracing(tracer)
         self.max_steps = self.options.max_steps_per_run
+        self.observed = self.event_log.enabled or self.tracer is not None
+        """Whether each action is logged or traced: every action then takes ``step``'s
+        path, which times it (the fast lane makes no per-action results)."""
         self.records_all = self.journal is not None and self.options.action_log_record == "all"
         """Whether every completed action is recorded (``action-log-record: all``), not
         only those a restore needs: every action then takes ``step``'s path, which makes
@@ -208,6 +223,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             metrics=self.metrics,
             call_loop=self._get_call_loop,
             spend=self.spend,
+            tracer=self.tracer,
         )
 
     def _share_rate_limits(self, name: str, resource: Any) -> None:
@@ -325,6 +341,9 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             result = action.function(pending.event, context)
         except Exception as error:
             raise self._failure(run, action, error, context) from error
+        except BaseException as error:
+            self._interrupted(run, context, error)
+            raise
         if result is not None and inspect.iscoroutine(result):
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
@@ -358,8 +377,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
                 outcome = self.resume(run, resume)
             else:
                 outcome = None
-                # The lane makes no per-step results: the event log times each action.
-                if self.plain_lane and not run.ready and not self.event_log.enabled:
+                # The lane makes no per-step results: the event log and traces time each action.
+                if self.plain_lane and not run.ready and not self.observed:
                     steps, outputs, outcome = self.run_plain(run, sensory, short_term)
                     if outcome is None and not run.queue:
                         return Done(steps, outputs, run)
@@ -418,7 +437,65 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             context.run = run
         if lookup is not None:
             context.lookup = lookup
+        tracer = self.tracer
+        if tracer is not None:
+            context.started_ns = time.time_ns()
+            if own:
+                context.attempt = run.attempts
+                context.parent_span_id = tracer.run_span_id(run.key, run.sequence)
+            else:
+                context.attempt, context.parent_span_id = run.parent.attempt, run.span_id
+            context.span_id = tracer.action_span_id(
+                run.key, run.sequence, step, name, context.attempt
+            )
         return context
+
+    def trace_completed(self, run: RunState, context: ActionContext) -> None:
+        """Trace an action that completed (with tracing on)."""
+        sequence, step, action = context.origin
+        self.tracer.action_finished(
+            run.key,
+            sequence,
+            step,
+            action,
+            context.attempt,
+            context.span_id,
+            context.parent_span_id,
+            context.started_ns,
+            context.sent,
+        )
+
+    def _interrupted(self, run: RunState, context: ActionContext, error: BaseException) -> None:
+        """An action was cut short by what ends the process or the job (not an
+        ``Exception``): with tracing on, its span ends with that error, so that the spans
+        of what it started keep their parent."""
+        if self.tracer is not None and type(error) is not GeneratorExit:
+            self._trace_failed(run, context, error)
+
+    def _trace_failed(self, run: RunState, context: ActionContext, error: BaseException) -> None:
+        sequence, step, name = context.origin
+        self.tracer.action_finished(
+            run.key,
+            sequence,
+            step,
+            name,
+            context.attempt,
+            context.span_id,
+            context.parent_span_id,
+            context.started_ns,
+            error=error,
+        )
+
+    def trace_replayed(self, run: RunState, record: ActionRecord) -> None:
+        """Trace an action answered from the action log (with tracing on)."""
+        identity, tracer = record.identity, self.tracer
+        if type(run) is RunState:
+            attempt, parent = run.attempts, tracer.run_span_id(run.key, run.sequence)
+        else:
+            attempt, parent = run.parent.attempt, run.span_id
+        tracer.action_replayed(
+            run.key, run.sequence, identity.step, identity.action, attempt, parent, record.events
+        )
 
     def resume(self, run: RunState, suspension: Suspended) -> StepOutcome:
         """Continue a suspended action (or group) whose future is done (same maps as its
@@ -472,6 +549,9 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             future = until_call(coroutine, value, error)
         except Exception as failure:
             raise self._failure(run, action, failure, context) from failure
+        except BaseException as failure:
+            self._interrupted(run, context, failure)
+            raise
         if future is not None:
             return Suspension(action.name, context, coroutine, future)
         return self._complete(run, action, context)
@@ -539,6 +619,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             return Suspension(action.name, context, landed(), landing, storing=True)
         sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
+        if self.tracer is not None:
+            self.trace_completed(run, context)
         return self._apply(
             run, action.name, sensory_delta, short_term_delta, context.sent, sensory, short_term
         )
@@ -547,6 +629,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         self, run: RunState, record: ActionRecord, sensory: StateMap, short_term: StateMap
     ) -> StepResult:
         """Skip a completed action: re-apply its memory updates and re-send its events."""
+        if self.tracer is not None:
+            self.trace_replayed(run, record)
         result = self._apply(
             run,
             record.identity.action,
@@ -605,8 +689,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             queue.append(PendingAction(listener.name, event))
         return is_output
 
-    @staticmethod
     def _failure(
+        self,
         run: RunState,
         action: BoundAction,
         error: Exception,
@@ -623,6 +707,8 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             return recorder.infrastructure_error
         if isinstance(error, ActionLogError):
             return error
+        if self.tracer is not None and context is not None:
+            self._trace_failed(run, context, error)
         return ActionExecutionError(
             key=run.key, action=action.name, input=run.input, run_sequence=run.sequence, cause=error
         )

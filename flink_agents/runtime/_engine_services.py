@@ -122,6 +122,8 @@ class EngineServices:
                 self.resources.close()
                 self.event_log.metrics(self.metrics.snapshot())
                 self.event_log.close()
+                if self.tracer is not None:
+                    self.tracer.close()
             finally:
                 try:
                     if loop is not None:

@@ -125,6 +125,8 @@ class FanOutGroups:
                 lookup = self._lookup(run, step, member.action)
                 if lookup.record is not None:
                     record = lookup.record
+                    if self.tracer is not None:
+                        self.trace_replayed(run, record)
                     member.result = MemberResult(
                         record.sensory, record.short_term, record.events, True
                     )
@@ -183,6 +185,8 @@ class FanOutGroups:
             member.failure = failure
             return
         member.result = MemberResult(sensory_delta, short_term_delta, member.context.sent, False)
+        if self.tracer is not None:
+            self.trace_completed(run, member.context)
 
     def _member_failure(
         self, run: RunState, member: _Member, error: Exception

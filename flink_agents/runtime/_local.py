@@ -333,6 +333,11 @@ class LocalRunner:
             self._release(self._order.flush())
         return self._returned()
 
+    def close(self) -> None:
+        """Close the runner: durable calls in flight end and are recorded, resources close,
+        the action log writes what it queued and traces export what they queued."""
+        self.engine.close()
+
     def advance_time(self, delta: timedelta) -> list[Any]:
         """Move the simulated clock ``delta`` forward, as if that much time passed without
         input: it stops at each timer due by then, which fires (a scheduled event starts its

@@ -539,6 +539,12 @@ class AgentMetrics:
         if spent.cost:
             cost.inc(round(spent.cost * 1_000_000))
 
+    def tracing(self, tracer: Any) -> None:
+        """Gauges of the spans ``tracer`` (a ``Tracer``) exported and dropped."""
+        group = self.agent_group.group("tracing")
+        group.gauge_of("numOfSpans", lambda: tracer.exported)
+        group.gauge_of("numOfSpansDropped", tracer.dropped)
+
     def budget_spent(self, budget: Budget, spent: Spent) -> None:
         """An agent budget's window has ``spent`` so far: its remaining gauges."""
         group = self.agent_group.group("budget", budget.name)

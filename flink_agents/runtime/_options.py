@@ -98,6 +98,28 @@ class AgentOptions(BaseModel):
     event_log_max_files: int = Field(5, alias="event-log-max-files", ge=1)
     """Rolled files kept besides the current one (so the log is bounded)."""
     memory_snapshots: bool = Field(False, alias="memory-snapshots")
+    tracing: Literal["off", "otlp"] = Field("off", alias="tracing")
+    """Traces of runs (``docs/tracing.md``): ``otlp`` exports a span per run, action,
+    durable call and sub-agent run, with the OpenTelemetry GenAI conventions, to an OTLP
+    collector (needs the ``otel`` extra: ``pip install 'pyflink-agents[otel]'``)."""
+    tracing_endpoint: str | None = Field(None, alias="tracing-endpoint")
+    """The collector's OTLP endpoint (``http://host:4318`` for ``http/protobuf``,
+    ``http://host:4317`` for ``grpc``). Unset: the standard ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+    or ``OTEL_EXPORTER_OTLP_ENDPOINT``, else the SDK's default (localhost). Headers (a
+    collector's credentials) come only from ``OTEL_EXPORTER_OTLP_HEADERS``."""
+    tracing_protocol: Literal["grpc", "http/protobuf"] | None = Field(
+        None, alias="tracing-protocol"
+    )
+    """Unset: ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` or ``OTEL_EXPORTER_OTLP_PROTOCOL``, else
+    ``http/protobuf``."""
+    tracing_content: bool = Field(False, alias="tracing-content")
+    """Record prompts, completions, tool arguments and results, inputs and outputs in the
+    spans, redacted and cut to ``event-log-max-payload-chars`` as the event log's payloads
+    are. Off: spans carry names, sizes, token counts and outcomes only."""
+    tracing_max_queue: int = Field(2048, alias="tracing-max-queue", ge=1)
+    """Spans a subtask queues for export at most: past it, while the collector is slow or
+    down, spans are dropped (and counted: ``tracing.numOfSpansDropped``), never waited
+    for."""
     """Emit each key's short-term memory after every run to a side output (for demos and
     debugging: it reads the key's whole memory once per run)."""
     short_term_memory_ttl: timedelta | None = Field(None, alias="short-term-memory-ttl")
@@ -173,6 +195,7 @@ class AgentOptions(BaseModel):
         "event_log_max_payload_chars",
         "event_log_max_file_bytes",
         "event_log_max_files",
+        "tracing_max_queue",
         mode="before",
     )
     @classmethod

@@ -106,6 +106,8 @@ class SubRunState(RunState):
     parent_step: int = 0
     namespace: str = ""
     """The prefix of its actions' names in the action log."""
+    span_id: int = 0
+    """With tracing on: the sub-run's span, its actions' parent."""
 
 
 class StepResult(NamedTuple):

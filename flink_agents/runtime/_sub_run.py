@@ -14,6 +14,7 @@ interrupted one's calls from the log, like any action's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,13 @@ class SubRuns:
         buffer = caller.short_term_buffer()
         short_term = buffer if share else PrefixedState(buffer, f"\x1fagent:{name}\x1f")
         outputs: list[Any] = []
+        tracer = engine.tracer
+        started = 0
+        if tracer is not None:
+            started = time.time_ns()
+            run.span_id = tracer.sub_run_span_id(
+                caller.key, sequence, run.namespace, caller.attempt
+            )
         try:
             while not run.finished:
                 outcome = engine.step(run, sensory, short_term)
@@ -114,8 +122,35 @@ class SubRuns:
         except ActionLogError as error:  # the log's failure, not the action's
             caller.infrastructure_error = error
             raise
+        except BaseException as error:  # (a crash too: its actions keep their parent)
+            if tracer is not None and type(error) is not GeneratorExit:
+                self._trace(caller, run, name, started, error)
+            raise
         engine.end(run, sensory)
+        if tracer is not None:
+            self._trace(caller, run, name, started)
         return outputs
+
+    def _trace(
+        self,
+        caller: ActionContext,
+        run: SubRunState,
+        name: str,
+        started: int,
+        error: BaseException | None = None,
+    ) -> None:
+        """Export the sub-run's span (with tracing on), a child of the calling action's."""
+        self._parent.tracer.sub_run_finished(
+            run.key,
+            run.sequence,
+            run.parent_step,
+            run.namespace,
+            name,
+            run.span_id,
+            caller.span_id,
+            started,
+            error,
+        )
 
     def close(self) -> None:
         """Close the sub-agents' resources (their executor, store and log are the caller's)."""

@@ -1,5 +1,7 @@
-"""An agent job whose metrics the test scrapes from Flink's Prometheus reporter while it runs
-(``python -m tests.runtime.flink.agent_metrics_job``, in a child process).
+"""An agent job whose metrics the tests read from a Flink metric reporter while it runs
+(``python -m tests.runtime.flink.agent_metrics_job``, in a child process): the Prometheus
+reporter on ``--port``, or any reporter configured with ``--option KEY=VALUE`` (the
+OpenTelemetry reporter's test).
 
 Records: ``RUNS`` ordinary ones over two keys, one that pauses (so the dispatcher's metrics
 flush interval passes), then a sentinel whose action holds the job until the test writes the
@@ -29,14 +31,21 @@ RUNS = [
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", required=True)
+    parser.add_argument("--port", help="the Prometheus reporter's port (none: no such reporter)")
+    parser.add_argument(
+        "--option", action="append", default=[], help="more Flink configuration: KEY=VALUE"
+    )
     parser.add_argument("--release-file", required=True)
     parser.add_argument("--mode", choices=("thread", "process"), default="thread")
     args = parser.parse_args(argv)
     os.environ[RELEASE_FILE] = args.release_file
     configuration = Configuration()
-    configuration.set_string("metrics.reporter.prom.factory.class", PROMETHEUS_FACTORY)
-    configuration.set_string("metrics.reporter.prom.port", args.port)
+    if args.port is not None:
+        configuration.set_string("metrics.reporter.prom.factory.class", PROMETHEUS_FACTORY)
+        configuration.set_string("metrics.reporter.prom.port", args.port)
+    for option in args.option:
+        key, _, value = option.partition("=")
+        configuration.set_string(key, value)
     configuration.set_string("python.execution-mode", args.mode)
     if args.mode == "process":
         # A bundle's metrics reach Flink when it ends; the sentinel's never does until the
