@@ -53,8 +53,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_OPEN_RUNS = 100_000
-"""Runs whose start a tracer remembers at most (runs in progress, waiting or set aside):
-past it, the oldest is forgotten and its root span starts at its first known action."""
+"""Runs whose start (and replays) a tracer remembers at most (runs in progress, waiting or
+set aside): past it, the oldest is forgotten, and its root span starts at its first action
+known since."""
 
 # Span kinds as OpenInference names them (Phoenix draws a span by its kind).
 AGENT, CHAIN, LLM, TOOL, RETRIEVER = "AGENT", "CHAIN", "LLM", "TOOL", "RETRIEVER"
@@ -136,6 +137,8 @@ class Tracer:
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, int], int] = {}
         """When each run in progress started (ns), by (key text, run sequence)."""
+        self._replays: dict[tuple[str, int], int] = {}
+        """Actions of each run in progress answered from the action log in this process."""
         self.exported = 0
         """Spans handed to the sink."""
 
@@ -167,10 +170,8 @@ class Tracer:
 
     def run_started(self, key: Any, sequence: int) -> None:
         with self._lock:
-            runs = self._runs
-            runs[(_key_text(key), sequence)] = time.time_ns()
-            if len(runs) > MAX_OPEN_RUNS:
-                del runs[next(iter(runs))]
+            self._runs[(_key_text(key), sequence)] = time.time_ns()
+            _bound(self._runs)
 
     def run_finished(
         self,
@@ -183,8 +184,10 @@ class Tracer:
         """A run ended: ``outcome`` as the event log's (``succeeded``, ``error_output``,
         ``failed``)."""
         end = time.time_ns()
+        run = (_key_text(key), sequence)
         with self._lock:
-            start = self._runs.pop((_key_text(key), sequence), end)
+            start = self._runs.pop(run, end)
+            replays = self._replays.pop(run, 0)
         attributes = self._identity(key, sequence)
         attributes.update(
             {
@@ -194,6 +197,8 @@ class Tracer:
                 "flink_agents.run.outcome": outcome,
             }
         )
+        if replays:  # this execution followed a restore
+            attributes["flink_agents.run.replayed_actions"] = replays
         if self.content and input is not None:
             attributes["input.value"] = self._text(input)
         self._emit(
@@ -214,6 +219,7 @@ class Tracer:
         from a checkpoint, which this process did not start)."""
         with self._lock:
             self._runs.setdefault((_key_text(key), sequence), start)
+            _bound(self._runs)
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -267,6 +273,10 @@ class Tracer:
         run): a span of no length, marked replayed, beside the original's."""
         now = time.time_ns()
         self._seen(key, sequence, now)
+        with self._lock:
+            run = (_key_text(key), sequence)
+            self._replays[run] = self._replays.get(run, 0) + 1
+            _bound(self._replays)
         attributes = self._action_attributes(key, sequence, step, action, attempt)
         attributes["flink_agents.replayed"] = True
         attributes["flink_agents.events"] = [type(event).__name__ for event in events]
@@ -494,6 +504,13 @@ class Tracer:
         """Export what is still queued (within the exporter's timeout) and stop."""
         if self._close is not None:
             self._close()
+
+
+def _bound(runs: dict[Any, Any]) -> None:
+    """Forget the oldest run of ``runs`` past ``MAX_OPEN_RUNS`` (one that never ended here:
+    its job failed, or it moved to another subtask)."""
+    if len(runs) > MAX_OPEN_RUNS:
+        del runs[next(iter(runs))]
 
 
 def _short(action: str) -> str:

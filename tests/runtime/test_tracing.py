@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
+from flink_agents.api import FlinkAgentsError
 from flink_agents.runtime import AgentOptions, LocalRunner
 from flink_agents.runtime._tracing import Tracer
 from flink_agents.runtime.action_log import InMemoryActionLog
 from flink_agents.runtime.journal import ActionJournal
 from flink_agents.testing.llm_server import ScriptedLLMServer
-from tests.tracing.otlp_receiver import OtlpReceiver
 from tests.tracing.span_tree import (
     PLANNED,
     by_trace,
@@ -30,6 +30,9 @@ from tests.tracing.span_tree import (
     usage,
 )
 from tests.tracing.trace_agents import CRASH_DIR_ENV, Crash, script, trip_planner
+
+pytest.importorskip("opentelemetry.sdk", reason="tracing needs the otel extra")
+from tests.tracing.otlp_receiver import OtlpReceiver
 
 SECRET = "sk-trace-test-4471-very-secret"
 
@@ -195,3 +198,31 @@ def test_tracing_off_loads_no_sdk_and_builds_no_tracer():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.split()[-2:] == ["None", "False"]
+
+
+def test_tracing_without_the_otel_extra_is_a_clear_error(stand_in, monkeypatch):
+    for name in [name for name in sys.modules if name.startswith("opentelemetry.sdk")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
+    monkeypatch.delitem(sys.modules, "flink_agents.runtime._otlp", raising=False)
+    with pytest.raises(FlinkAgentsError, match=r"pip install 'pyflink-agents\[otel\]'"):
+        LocalRunner(trip_planner(), options=AgentOptions(tracing="otlp"))
+
+
+def test_the_root_of_a_restored_run_counts_what_was_replayed(stand_in, receiver, tmp_path):
+    log = InMemoryActionLog()
+    options = traced(receiver)
+    first = LocalRunner(trip_planner(), journal=ActionJournal(log, "job"), options=options)
+    checkpoint = first.snapshot()
+    first.run("dan", "Lisbon please")
+    first.close()
+    again = LocalRunner(trip_planner(), journal=ActionJournal(log, "job"), options=options)
+    again.restore(checkpoint)  # the run ended after the checkpoint: the restore replays it
+    assert again.run("dan", "Lisbon please") == ["Plan: sunny in Lisbon"]
+    spans = exported(receiver, again)
+
+    roots = [s for s in spans if s["parent_id"] is None]
+    assert len({s["span_id"] for s in roots}) == 1  # delivered twice, one span
+    # Replayed: both model calls' actions and the tool action (the guide within it).
+    assert [r["attributes"].get("flink_agents.run.replayed_actions") for r in roots] == [None, 3]
+    assert stand_in.call_count("chat") == 2  # nothing asked twice

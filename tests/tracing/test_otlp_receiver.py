@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="tracing needs the otel extra")
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
     OTLPMetricExporter as GrpcMetricExporter,
 )

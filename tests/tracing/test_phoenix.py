@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("opentelemetry.sdk", reason="tracing needs the otel extra")
+
 from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing.llm_server import ScriptedLLMServer
 from tests.children import run_child_job

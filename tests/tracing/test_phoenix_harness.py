@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="tracing needs the otel extra")
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
     OTLPSpanExporter as GrpcSpanExporter,
 )

@@ -537,3 +537,25 @@ def test_offered_names_resolve_to_one_server_and_declared_resources_win(ledger):
     finally:
         cache.close()
     assert bookings(ledger) == []
+
+
+def test_an_mcp_tool_call_is_traced_as_a_tool_span_of_the_tool_action(scripted, ledger):
+    pytest.importorskip("opentelemetry.sdk", reason="tracing needs the otel extra")
+    from tests.tracing.otlp_receiver import OtlpReceiver
+
+    booking_script(scripted)
+    with OtlpReceiver() as receiver:
+        outputs, _ = run(
+            react(stdio_calendar()),
+            [REQUEST],
+            tracing="otlp",
+            tracing_endpoint=receiver.http_endpoint,
+        )
+        spans = {span["span_id"]: span for span in receiver.spans()}
+    assert outputs == ["Done. Booked 'standup' on Friday."]
+    [call] = [s for s in spans.values() if s["name"] == "execute_tool book_meeting"]
+    assert call["attributes"]["gen_ai.tool.name"] == "book_meeting"
+    assert call["attributes"]["flink_agents.tool.source"] == "mcp"
+    assert call["kind"] == "CLIENT"
+    assert spans[call["parent_span_id"]]["name"] == "action tool_call_action"
+    assert TOKEN not in str(spans) and LLM_KEY not in str(spans)

@@ -157,3 +157,17 @@ def test_a_vector_store_resource_releases_its_store_when_closed(tmp_path):
     manuals.close()
     manuals.close()  # once only: a shared embedded store counts its openers
     EdgeVectorStore(store).close()  # nobody in this process holds it any more
+
+
+def test_a_retrieval_is_traced_as_a_retriever_span_of_its_action(faq_store):
+    pytest.importorskip("opentelemetry.sdk", reason="tracing needs the otel extra")
+    from tests.tracing.otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver() as receiver:
+        records = [{"ask": "How long until my parcel arrives?", "set": "faq"}]
+        run(AskAgent, records, faq_store, tracing="otlp", tracing_endpoint=receiver.http_endpoint)
+        spans = {span["span_id"]: span for span in receiver.spans()}
+    [retrieval] = [s for s in spans.values() if s["name"] == "retrieval"]
+    assert retrieval["attributes"]["openinference.span.kind"] == "RETRIEVER"
+    assert retrieval["attributes"]["flink_agents.retrieval.documents"] == 3
+    assert spans[retrieval["parent_span_id"]]["name"] == "action context_retrieval_action"

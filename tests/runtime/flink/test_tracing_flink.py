@@ -14,7 +14,6 @@ from flink_agents.runtime.flink import read_json_files
 from flink_agents.testing.llm_server import ScriptedLLMServer
 from tests.children import run_child_job
 from tests.runtime.flink.runners import MODES
-from tests.tracing.otlp_receiver import OtlpReceiver
 from tests.tracing.span_tree import (
     PLANNED,
     by_trace,
@@ -25,6 +24,9 @@ from tests.tracing.span_tree import (
     usage,
 )
 from tests.tracing.trace_agents import CRASH_DIR_ENV, script
+
+pytest.importorskip("opentelemetry.sdk", reason="tracing needs the otel extra")
+from tests.tracing.otlp_receiver import OtlpReceiver
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
