@@ -341,9 +341,6 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             result = action.function(pending.event, context)
         except Exception as error:
             raise self._failure(run, action, error, context) from error
-        except BaseException as error:
-            self._interrupted(run, context, error)
-            raise
         if result is not None and inspect.iscoroutine(result):
             return self._advance(run, action, context, result, None, None)
         return self._complete(run, action, context)
@@ -465,13 +462,6 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             context.sent,
         )
 
-    def _interrupted(self, run: RunState, context: ActionContext, error: BaseException) -> None:
-        """An action was cut short by what ends the process or the job (not an
-        ``Exception``): with tracing on, its span ends with that error, so that the spans
-        of what it started keep their parent."""
-        if self.tracer is not None and type(error) is not GeneratorExit:
-            self._trace_failed(run, context, error)
-
     def _trace_failed(self, run: RunState, context: ActionContext, error: BaseException) -> None:
         sequence, step, name = context.origin
         self.tracer.action_finished(
@@ -549,9 +539,6 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             future = until_call(coroutine, value, error)
         except Exception as failure:
             raise self._failure(run, action, failure, context) from failure
-        except BaseException as failure:
-            self._interrupted(run, context, failure)
-            raise
         if future is not None:
             return Suspension(action.name, context, coroutine, future)
         return self._complete(run, action, context)

@@ -122,8 +122,8 @@ class SubRuns:
         except ActionLogError as error:  # the log's failure, not the action's
             caller.infrastructure_error = error
             raise
-        except BaseException as error:  # (a crash too: its actions keep their parent)
-            if tracer is not None and type(error) is not GeneratorExit:
+        except Exception as error:  # (a crash exports nothing: a restore runs it again)
+            if tracer is not None:
                 self._trace(caller, run, name, started, error)
             raise
         engine.end(run, sensory)

@@ -153,8 +153,10 @@ def test_a_run_restored_after_a_crash_is_one_trace_with_its_replays_marked(
     replayed = sorted(s["name"] for s in trace if s["attributes"].get("flink_agents.replayed"))
     # The first model call's action and the guide's first action come from the log.
     assert replayed == ["action chat_model_action", "action look"]
-    failed = sorted(s["name"] for s in trace if s["error"])
-    assert failed == ["action report", "action tool_call_action", "invoke_agent guide"]
+    # What the crash cut short exported nothing: the restore's execution has its span, and
+    # what finished inside it before the crash (the guide's first action) sits under it.
+    assert [s["name"] for s in trace if s["error"]] == []
+    assert len({s["span_id"] for s in trace if s["name"] == "action tool_call_action"}) == 1
     # Every model call made is traced once, with the tokens the stand-in counted.
     assert len([s for s in trace if s["name"] == "chat scripted"]) == 2
     assert usage(trace) == served_usage(stand_in)

@@ -58,6 +58,7 @@ def test_phoenix_shows_each_run_as_a_trace_of_its_actions_and_calls(
             "output_dir": str(tmp_path / "out"),
             "data_dir": str(tmp_path / "data"),
             "records": RECORDS,
+            "then": [],
         }
         spec_file = tmp_path / "spec.json"
         spec_file.write_text(json.dumps(spec))

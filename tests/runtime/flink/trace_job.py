@@ -6,13 +6,16 @@ sub-agent) at parallelism 1, with the default action log (SQLite under ``data_di
 ``tracing: otlp`` to the test's receiver, reads JSON lines ``{"k", "text"}`` from a
 monitored directory and writes its outputs through a sink that commits on checkpoints. The
 guide kills the run of ``Crashville`` once (``TRACE_TEST_CRASH_DIR``), so Flink restores the
-last checkpoint and the job goes on. Once every record has its output, the job is
-cancelled. The last line of stdout is ``RESULT {}``.
+last checkpoint and the job goes on. Once that happened, the ``then`` records follow: in
+process mode a run restored parked resumes only at its key's next record (docs/consistency.md,
+"What is not guaranteed"). Once every record has its output, the job is cancelled. The last
+line of stdout is ``RESULT {}``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.runtime.flink import read_json_files
 from tests.json_lines import read_json_lines, write_json_lines
 from tests.runtime.flink.stop_savepoint_job import drop, job_environment, until
-from tests.tracing.trace_agents import trip_planner
+from tests.tracing.trace_agents import CRASH_DIR_ENV, trip_planner
 
 
 def build_job(spec: dict[str, Any]) -> Any:
@@ -44,8 +47,13 @@ def main(argv: list[str]) -> None:
     client = build_job(spec).execute_async("tracing")
     ended = client.get_job_execution_result()
     drop(spec, "input.jsonl", spec["records"])
+    if spec["then"]:
+        crashed = Path(os.environ[CRASH_DIR_ENV]) / "crashed"
+        until(crashed.exists, "the kill", ended)
+        drop(spec, "then.jsonl", spec["then"])
     output_dir = Path(spec["output_dir"])
-    until(lambda: len(read_json_files(output_dir)) >= len(spec["records"]), "the outputs", ended)
+    expected = len(spec["records"]) + len(spec["then"])
+    until(lambda: len(read_json_files(output_dir)) >= expected, "the outputs", ended)
     client.cancel()
     print("RESULT {}", flush=True)
 
