@@ -54,6 +54,7 @@ step long_term_batching.txt "$PY" -m bench.long_term_batching
 step fan_out.txt "$PY" -m bench.fan_out
 step resume_latency.txt "$PY" -m bench.resume_latency
 step startup_memory_thread.txt "$PY" -m bench.startup_memory
+step tracing_overhead.txt "$PY" -m bench.tracing_overhead --records 20000 --repeat 3
 
 # Apache Flink Agents 0.2.0 on the same agent, in a venv of its own (see its README).
 AFA="$PWD/.bench-venvs/apache-flink-agents/bin/python"
