@@ -29,7 +29,7 @@ attribute goes through the redactor.
 
 Spans are plain ``SpanRecord`` values handed to a sink: the OTLP exporter
 (``runtime/_otlp.py``, which needs the ``otel`` extra) or a list in tests. Everything here
-runs only when tracing is on; the runtime asks ``Tracer.enabled`` (or holds None) first.
+runs only when tracing is on: otherwise the runtime holds None for a tracer.
 """
 
 from __future__ import annotations
@@ -110,9 +110,8 @@ class Tracer:
         redactor: hides secrets (the environment's, by default).
         dropped: how many spans the sink dropped so far, for the metrics (None: it drops
             none).
+        close: exports what the sink holds and stops it (``close``).
     """
-
-    enabled = True
 
     def __init__(
         self,
@@ -497,7 +496,8 @@ class Tracer:
         return self._redactor.redact(truncate(text, self._limit))
 
     def _emit(self, span: SpanRecord) -> None:
-        self.exported += 1
+        with self._lock:
+            self.exported += 1
         self._sink(span)
 
     def close(self) -> None:
