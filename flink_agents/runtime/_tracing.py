@@ -41,7 +41,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api import BaseChatModel, ChatResponse, KnowledgeSet, Tool
@@ -479,7 +479,7 @@ class Tracer:
         return {
             "flink_agents.job": self.job,
             "flink_agents.agent": self.agent,
-            "flink_agents.key": self._redactor.redact(_key_text(key)),
+            "flink_agents.key": _key_text(key),
             "flink_agents.run.sequence": sequence,
         }
 
@@ -496,6 +496,10 @@ class Tracer:
         return self._redactor.redact(truncate(text, self._limit))
 
     def _emit(self, span: SpanRecord) -> None:
+        """Hand ``span`` to the sink, every string in it redacted (a tool's or a function's
+        name could quote a secret as well as an error can)."""
+        redact = self._redactor.redact
+        span = replace(span, name=redact(span.name), attributes=redact(span.attributes))
         with self._lock:
             self.exported += 1
         self._sink(span)
