@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from flink_agents.runtime._tracing import SpanRecord
 
 PROTOCOLS = ("grpc", "http/protobuf")
+CLOSE_WAIT_S = 5.0
+"""How long a closing subtask waits for its spans' export at most."""
 _SCOPE = InstrumentationScope("flink_agents")
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
@@ -78,7 +80,7 @@ class OtlpSink:
 
     def _exported(self, count: int, ok: bool) -> None:
         with self._lock:
-            self._queued -= count
+            self._queued = max(0, self._queued - count)  # (0 once ``close`` gave them up)
             if not ok:
                 self._dropped += count
 
@@ -106,9 +108,19 @@ class OtlpSink:
             instrumentation_scope=_SCOPE,
         )
 
-    def close(self) -> None:
-        """Export what is queued (within the exporter's timeout), then stop."""
-        self._processor.shutdown()
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Export what is queued, waiting ``wait_s`` at most: a collector that is down
+        would hold a closing subtask for the exporter's retries of every batch (half a
+        minute and more). What is still queued then is given up and counted as dropped."""
+        closing = threading.Thread(
+            target=self._processor.shutdown, name="flink-agents-trace-close", daemon=True
+        )
+        closing.start()
+        closing.join(wait_s)
+        if closing.is_alive():
+            with self._lock:
+                self._dropped += self._queued
+                self._queued = 0
 
 
 class _Counting(SpanExporter):

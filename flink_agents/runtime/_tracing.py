@@ -57,6 +57,9 @@ MAX_OPEN_RUNS = 100_000
 set aside): past it, the oldest is forgotten, and its root span starts at its first action
 known since."""
 
+RUNS_KEPT = 1024
+"""Recent runs whose trace id and key text a tracer keeps (oldest out)."""
+
 # Span kinds as OpenInference names them (Phoenix draws a span by its kind).
 AGENT, CHAIN, LLM, TOOL, RETRIEVER = "AGENT", "CHAIN", "LLM", "TOOL", "RETRIEVER"
 
@@ -91,6 +94,7 @@ def _digest(*parts: Any, size: int) -> int:
 
 
 def _key_text(key: Any) -> str:
+    """The key as JSON (the form the event log writes it in), for its spans' attribute."""
     return json.dumps(to_jsonable(key), sort_keys=True, ensure_ascii=False)
 
 
@@ -140,11 +144,31 @@ class Tracer:
         """Actions of each run in progress answered from the action log in this process."""
         self.exported = 0
         """Spans handed to the sink."""
+        self._known: dict[tuple[Any, int], tuple[int, str]] = {}
+        """Recent runs' trace ids and key texts, by (key, run sequence)."""
 
     # -- ids ---------------------------------------------------------------------------------
 
     def trace_id(self, key: Any, sequence: int) -> int:
-        return _digest(self.job, self.agent, _key_text(key), sequence, size=16)
+        """A run's trace (the same in every attempt and process)."""
+        return self._run(key, sequence)[0]
+
+    def _run(self, key: Any, sequence: int) -> tuple[int, str]:
+        """A run's trace id and its key's JSON text, kept for recent runs (a run's spans
+        ask for them a dozen times)."""
+        try:
+            known = self._known.get((key, sequence))
+        except TypeError:  # a key that is no dict key: made each time
+            text = _key_text(key)
+            return _digest(self.job, self.agent, text, sequence, size=16), text
+        if known is None:
+            text = _key_text(key)
+            known = _digest(self.job, self.agent, text, sequence, size=16), text
+            with self._lock:
+                self._known[(key, sequence)] = known
+                if len(self._known) > RUNS_KEPT:
+                    del self._known[next(iter(self._known))]
+        return known
 
     def run_span_id(self, key: Any, sequence: int) -> int:
         """The root span of a run: the same in every execution of the run."""
@@ -168,8 +192,9 @@ class Tracer:
     # -- runs --------------------------------------------------------------------------------
 
     def run_started(self, key: Any, sequence: int) -> None:
+        run = (self._run(key, sequence)[1], sequence)
         with self._lock:
-            self._runs[(_key_text(key), sequence)] = time.time_ns()
+            self._runs[run] = time.time_ns()
             _bound(self._runs)
 
     def run_finished(
@@ -183,7 +208,7 @@ class Tracer:
         """A run ended: ``outcome`` as the event log's (``succeeded``, ``error_output``,
         ``failed``)."""
         end = time.time_ns()
-        run = (_key_text(key), sequence)
+        run = (self._run(key, sequence)[1], sequence)
         with self._lock:
             start = self._runs.pop(run, end)
             replays = self._replays.pop(run, 0)
@@ -216,8 +241,9 @@ class Tracer:
     def _seen(self, key: Any, sequence: int, start: int) -> None:
         """A run's span starts no later than its first action known here (a run restored
         from a checkpoint, which this process did not start)."""
+        run = (self._run(key, sequence)[1], sequence)
         with self._lock:
-            self._runs.setdefault((_key_text(key), sequence), start)
+            self._runs.setdefault(run, start)
             _bound(self._runs)
 
     # -- actions -----------------------------------------------------------------------------
@@ -272,8 +298,8 @@ class Tracer:
         run): a span of no length, marked replayed, beside the original's."""
         now = time.time_ns()
         self._seen(key, sequence, now)
+        run = (self._run(key, sequence)[1], sequence)
         with self._lock:
-            run = (_key_text(key), sequence)
             self._replays[run] = self._replays.get(run, 0) + 1
             _bound(self._replays)
         attributes = self._action_attributes(key, sequence, step, action, attempt)
@@ -479,7 +505,7 @@ class Tracer:
         return {
             "flink_agents.job": self.job,
             "flink_agents.agent": self.agent,
-            "flink_agents.key": _key_text(key),
+            "flink_agents.key": self._run(key, sequence)[1],
             "flink_agents.run.sequence": sequence,
         }
 
