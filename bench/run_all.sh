@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the benchmarks, keep their output in bench/out/ and end with issue 13's goals as one
 # table (bench/goals.py, from the figures the benchmarks record in bench/out/figures.jsonl).
-# About 40 minutes on 2 cores; the first run also installs Apache Flink Agents 0.2.0 from
-# PyPI into .bench-venvs/ (about 1.7 GB, a minute).
+# About 55 minutes on 2 cores (11-17 of them tracing_overhead's, mostly waiting for Phoenix to
+# ingest); the first run also installs Apache Flink Agents 0.2.0 from PyPI into .bench-venvs/
+# (about 1.7 GB, a minute).
 #   bench/run_all.sh                 # everything
 #   RECORDS=50000 bench/run_all.sh   # a quicker state benchmark
 #   APACHE=0 bench/run_all.sh        # without the Apache Flink Agents comparison
