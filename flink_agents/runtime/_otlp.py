@@ -60,6 +60,9 @@ class OtlpSink:
         self._lock = threading.Lock()
         self._queued = 0
         self._dropped = 0
+        self._given_up = False
+        """``close`` counted what was still queued as dropped: exports ending later are
+        not counted again."""
         self._processor = BatchSpanProcessor(
             _Counting(exporter, self._exported),
             max_queue_size=max_queue,
@@ -80,7 +83,9 @@ class OtlpSink:
 
     def _exported(self, count: int, ok: bool) -> None:
         with self._lock:
-            self._queued = max(0, self._queued - count)  # (0 once ``close`` gave them up)
+            if self._given_up:
+                return
+            self._queued -= count
             if not ok:
                 self._dropped += count
 
@@ -120,7 +125,7 @@ class OtlpSink:
         if closing.is_alive():
             with self._lock:
                 self._dropped += self._queued
-                self._queued = 0
+                self._queued, self._given_up = 0, True
 
 
 class _Counting(SpanExporter):
