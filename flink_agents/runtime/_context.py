@@ -455,8 +455,7 @@ class ActionContext(RunnerContext):
             slot = self._begin(function, args, kwargs)
             call = _LoopCall(loop, function, args, kwargs, slot, services.metrics)
             if services.tracer is not None:
-                name = slot.function if slot is not None else function_id(function)
-                call.span = self._call_span(function, name, args)
+                call.span = self._call_span(function, args)
             return call.wait()
         if services.tracer is not None:
             return self._traced_execute(function, args, kwargs)
@@ -486,7 +485,7 @@ class ActionContext(RunnerContext):
 
     def _traced_execute(self, function: Callable[..., T], args: tuple, kwargs: dict) -> T:
         """``_execute`` with the call's span (tracing on)."""
-        span = self._call_span(function, function_id(function), args)
+        span = self._call_span(function, args)
         try:
             value = self._execute(function, args, kwargs)
         except Exception as error:
@@ -495,10 +494,11 @@ class ActionContext(RunnerContext):
         (span.replayed if self.last_call_replayed else span.ended)(value)
         return value
 
-    def _call_span(self, function: Callable[..., Any], name: str, args: tuple) -> CallSpan:
-        """The span of a durable call this execution makes now (tracing on)."""
+    def _call_span(self, function: Callable[..., Any], args: tuple) -> CallSpan:
+        """The span of a durable call this execution makes now (tracing on), named as the
+        action log names the call."""
         identity = (self._key, self.origin.sequence, self.span_id)
-        return CallSpan(self._services.tracer, identity, function, name, args)
+        return CallSpan(self._services.tracer, identity, function, function_id(function), args)
 
     def durable_execute_async(
         self, function: Callable[..., T], *args: Any, **kwargs: Any
@@ -510,8 +510,7 @@ class ActionContext(RunnerContext):
         else:
             call = _DurableCall(services.executor(), function, args, kwargs, slot, services.metrics)
         if services.tracer is not None:
-            name = slot.function if slot is not None else function_id(function)
-            call.span = self._call_span(function, name, args)
+            call.span = self._call_span(function, args)
         return call
 
     def _begin(self, function: Callable[..., Any], args: tuple, kwargs: dict) -> CallSlot | None:

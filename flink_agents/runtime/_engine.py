@@ -434,21 +434,26 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             context.run = run
         if lookup is not None:
             context.lookup = lookup
-        tracer = self.tracer
-        if tracer is not None:
+        if self.tracer is not None:
             context.started_ns = time.time_ns()
-            if own:
-                context.attempt = run.attempts
-                context.parent_span_id = tracer.run_span_id(run.key, run.sequence)
-            else:
-                context.attempt, context.parent_span_id = run.parent.attempt, run.span_id
-            context.span_id = tracer.action_span_id(
+            context.attempt, context.parent_span_id = self._span_parent(run)
+            context.span_id = self.tracer.action_span_id(
                 run.key, run.sequence, step, name, context.attempt
             )
         return context
 
-    def trace_completed(self, run: RunState, context: ActionContext) -> None:
-        """Trace an action that completed (with tracing on)."""
+    def _span_parent(self, run: RunState) -> tuple[int, int]:
+        """With tracing on, what an action of ``run`` is traced under: the failed attempts
+        before (a sub-run's action: its caller's) and the parent span (its run's root, or
+        the sub-run's span)."""
+        if type(run) is RunState:
+            return run.attempts, self.tracer.run_span_id(run.key, run.sequence)
+        return run.parent.attempt, run.span_id
+
+    def trace_action(
+        self, run: RunState, context: ActionContext, error: BaseException | None = None
+    ) -> None:
+        """Trace an action that completed, or failed with ``error`` (with tracing on)."""
         sequence, step, action = context.origin
         self.tracer.action_finished(
             run.key,
@@ -459,31 +464,15 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
             context.span_id,
             context.parent_span_id,
             context.started_ns,
-            context.sent,
-        )
-
-    def _trace_failed(self, run: RunState, context: ActionContext, error: BaseException) -> None:
-        sequence, step, name = context.origin
-        self.tracer.action_finished(
-            run.key,
-            sequence,
-            step,
-            name,
-            context.attempt,
-            context.span_id,
-            context.parent_span_id,
-            context.started_ns,
-            error=error,
+            () if error is not None else context.sent,
+            error,
         )
 
     def trace_replayed(self, run: RunState, record: ActionRecord) -> None:
         """Trace an action answered from the action log (with tracing on)."""
-        identity, tracer = record.identity, self.tracer
-        if type(run) is RunState:
-            attempt, parent = run.attempts, tracer.run_span_id(run.key, run.sequence)
-        else:
-            attempt, parent = run.parent.attempt, run.span_id
-        tracer.action_replayed(
+        identity = record.identity
+        attempt, parent = self._span_parent(run)
+        self.tracer.action_replayed(
             run.key, run.sequence, identity.step, identity.action, attempt, parent, record.events
         )
 
@@ -607,7 +596,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         sensory_delta, short_term_delta = self._record(run, action, context)
         sensory, short_term = context.maps
         if self.tracer is not None:
-            self.trace_completed(run, context)
+            self.trace_action(run, context)
         return self._apply(
             run, action.name, sensory_delta, short_term_delta, context.sent, sensory, short_term
         )
@@ -695,7 +684,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         if isinstance(error, ActionLogError):
             return error
         if self.tracer is not None and context is not None:
-            self._trace_failed(run, context, error)
+            self.trace_action(run, context, error)
         return ActionExecutionError(
             key=run.key, action=action.name, input=run.input, run_sequence=run.sequence, cause=error
         )

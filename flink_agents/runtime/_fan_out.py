@@ -186,7 +186,7 @@ class FanOutGroups:
             return
         member.result = MemberResult(sensory_delta, short_term_delta, member.context.sent, False)
         if self.tracer is not None:
-            self.trace_completed(run, member.context)
+            self.trace_action(run, member.context)
 
     def _member_failure(
         self, run: RunState, member: _Member, error: Exception

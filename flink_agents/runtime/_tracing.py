@@ -519,7 +519,8 @@ class Tracer:
         if error is None:
             return None
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        return self._redactor.redact(truncate(text, self._limit))
+        # Redacted before it is cut: a cut through a secret would leave part of it.
+        return truncate(self._redactor.redact(text), self._limit)
 
     def _emit(self, span: SpanRecord) -> None:
         """Hand ``span`` to the sink, every string in it redacted (a tool's or a function's

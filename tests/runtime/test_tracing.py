@@ -15,6 +15,7 @@ import pytest
 
 from flink_agents.api import FlinkAgentsError
 from flink_agents.runtime import AgentOptions, LocalRunner
+from flink_agents.runtime._event_log import Redactor
 from flink_agents.runtime._tracing import Tracer
 from flink_agents.runtime.action_log import InMemoryActionLog
 from flink_agents.runtime.journal import ActionJournal
@@ -228,3 +229,20 @@ def test_the_root_of_a_restored_run_counts_what_was_replayed(stand_in, receiver,
     # Replayed: both model calls' actions and the tool action (the guide within it).
     assert [r["attributes"].get("flink_agents.run.replayed_actions") for r in roots] == [None, 3]
     assert stand_in.call_count("chat") == 2  # nothing asked twice
+
+
+def test_an_error_is_redacted_before_it_is_cut():
+    spans: list = []
+    tracer = Tracer(
+        spans.append,
+        job="j",
+        agent="a",
+        max_payload_chars=40,
+        redactor=Redactor([SECRET]),
+    )
+    # The cut at 40 characters falls inside the secret.
+    error = PermissionError(f"refused key {SECRET} by the server")
+    tracer.action_finished("k", 1, 1, "act", 0, 7, 8, 0, error=error)
+    [span] = spans
+    assert span.error.startswith("PermissionError: refused key *** by the")
+    assert SECRET[:8] not in repr(span)
