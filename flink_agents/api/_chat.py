@@ -67,6 +67,8 @@ class ChatMessage(BaseModel):
         tool_calls: the tools an assistant message asks for.
         tool_call_id: for a ``tool`` message, the call it answers.
         name: an optional author name (for a ``tool`` message, the tool's name).
+        extra_args: values for the variables of the prompt of the chat model that answers
+            (see ``docs/migrating.md``); never sent to the model.
     """
 
     role: MessageRole
@@ -74,6 +76,7 @@ class ChatMessage(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+    extra_args: dict[str, Any] = Field(default_factory=dict)
 
 
 class TokenUsage(Upgradable):

@@ -24,7 +24,11 @@ class ResourceType(StrEnum):
     """The kind of a resource; ``ctx.get_resource(name, type)`` checks it."""
 
     CHAT_MODEL = "chat_model"
+    CHAT_MODEL_CONNECTION = "chat_model_connection"
+    """Where and how to reach a model provider; chat models of the kind Apache Flink Agents
+    calls a setup name one (``docs/migrating.md``)."""
     EMBEDDING_MODEL = "embedding_model"
+    EMBEDDING_MODEL_CONNECTION = "embedding_model_connection"
     PROMPT = "prompt"
     TOOL = "tool"
     VECTOR_STORE = "vector_store"

@@ -128,7 +128,8 @@ CASES = {
     "unknown resource type": (
         _set(resources=[{"name": "llm", "type": "llm", "provider": f"{ST}:classify"}]),
         "agent 'triage', resource 'llm', field 'type': Input should be 'chat_model', "
-        "'embedding_model', 'prompt', 'tool', 'vector_store', 'mcp_server' or 'custom' "
+        "'chat_model_connection', 'embedding_model', 'embedding_model_connection', 'prompt', "
+        "'tool', 'vector_store', 'mcp_server' or 'custom' "
         "(got 'llm')",
     ),
     "unimportable resource provider": (
