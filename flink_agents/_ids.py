@@ -300,7 +300,9 @@ def digest_args(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
     ``_REPR_STABLE`` types (float, Decimal, datetime types, UUID, paths) by type and
     ``repr``; lists and tuples in order; dicts, sets and frozensets independent of their
     order; enums, dataclasses and pydantic models by qualified type name and fields. Keyword
-    arguments are order-independent.
+    arguments are order-independent. A model's fields named in its class attribute
+    ``_digest_when_set`` (fields it gained after calls were recorded with it) count only
+    when they differ from their default, so those calls still match.
 
     Subclasses of the builtin containers (``OrderedDict``, named tuples) count as their
     builtin base plus their type name.
@@ -363,6 +365,11 @@ def _encode(value: Any) -> bytes:
         return _frame(b"r", _type_name(kind) + b"\0" + repr(value).encode())
     if isinstance(value, BaseModel):
         fields = {name: getattr(value, name) for name in type(value).model_fields}
+        for name in getattr(kind, "_digest_when_set", ()):
+            if fields[name] == type(value).model_fields[name].get_default(
+                call_default_factory=True
+            ):
+                del fields[name]
         return _frame(b"m", _type_name(kind) + b"\0" + _encode(fields))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}

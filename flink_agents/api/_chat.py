@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -58,7 +58,7 @@ class ToolCall(BaseModel):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(Upgradable):
     """One message of a conversation.
 
     Attributes:
@@ -77,6 +77,11 @@ class ChatMessage(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     extra_args: dict[str, Any] = Field(default_factory=dict)
+
+    _digest_when_set: ClassVar[tuple[str, ...]] = ("extra_args",)
+    """Fields added after calls were recorded with messages as arguments: a recorded call's
+    digest (``flink_agents._ids.digest_args``) counts them only when they hold a value, so
+    a call recorded before they existed still matches."""
 
 
 class TokenUsage(Upgradable):
