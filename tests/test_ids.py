@@ -162,12 +162,14 @@ FROZEN_NAMES = {
     "flink_agents.memory.long_term._sets:StoredMemorySet.search",
     "flink_agents.runtime:SpendGuard.admit",
     "flink_agents:wait_for",
+    "flink_agents.api:Skills.load_skill",
+    "flink_agents.api:Skills.read_skill_file",
 }
 """Golden: the names the action logs of 0.1.0 and 0.2.0 recorded calls of these functions
-under (their ``module:qualname`` then; ``flink_agents:wait_for``, a wait's answer, and
-``flink_agents.runtime:SpendGuard.admit``, the budgets' verdict on a model call, from
-0.3.0). Never edit one; a function of ours that becomes
-durably called adds its name here."""
+under (their ``module:qualname`` then; ``flink_agents:wait_for``, a wait's answer,
+``flink_agents.runtime:SpendGuard.admit``, the budgets' verdict on a model call, and the skill
+tools' ``flink_agents.api:Skills.load_skill`` and ``read_skill_file``, from 0.3.0). Never
+edit one; a function of ours that becomes durably called adds its name here."""
 
 DURABLE_METHODS = {"chat", "achat", "call", "acall", "embed", "embed_one", "search"}
 """What a resource of ours does when an action calls it durably: the built-in actions call

@@ -14,6 +14,8 @@ way the plan holds the configuration: resources (the model, the tools, the promp
         tools: [add, multiply]       # tool resources (an mcp_server: all of its tools);
                                      # omitted: the model's own ``tools``
         prompt: question             # optional prompt resource (or an MCP server's prompt)
+        skills: skills               # optional skills resource: listed in the system
+                                     # prompt, read through its tools (docs/skills.md)
         output_schema: pkg.mod:Answer  # optional pydantic model of the final answer
         max_steps: 8                 # model calls per input before it fails
         max_total_tokens: 20000      # optional: tokens per input before another call fails
@@ -45,6 +47,7 @@ from flink_agents.api import (
     ResourceDescriptor,
     ResourceType,
     RunnerContext,
+    Skills,
     StructuredOutputError,
     Tool,
     ToolSet,
@@ -53,6 +56,8 @@ from flink_agents.api import (
 from flink_agents.api.internal import DEFAULT_MAX_STEPS, OfferedPrompt, ref_of
 
 CONFIG_KEY = "react"
+SKILLS_RESOURCE = "skills"
+"""The resource name ``ReActAgent(skills=...)`` declares its skills under."""
 REQUEST_PATH = "_flink_agents.react.request"
 """Sensory memory: the id of this run's chat request, so only its answer becomes output."""
 
@@ -80,6 +85,9 @@ class ReActAgent(Agent):
             prompt and the input as the user message.
         output_schema: a module-level pydantic model: the final answer is validated into
             it and emitted as the output (otherwise the output is the answer's text).
+        skills: ``Skills`` (or their ``ResourceDescriptor``), declared as the resource
+            ``skills``: the system prompt lists their names and descriptions, and the model
+            gets the tools that read a skill's instructions and files (``docs/skills.md``).
         max_steps: model calls per input; the run fails with ``MaxStepsExceededError``
             when the model still asks for tools after that many.
         max_total_tokens: tokens (prompt and completion, all calls) per input; once used,
@@ -100,6 +108,7 @@ class ReActAgent(Agent):
         tools: Sequence[ToolLike] | Mapping[str, ToolLike] = (),
         prompt: Prompt | str | OfferedPrompt | None = None,
         output_schema: type[BaseModel] | None = None,
+        skills: Skills | ResourceDescriptor | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         max_total_tokens: int | None = None,
         max_time: timedelta | None = None,
@@ -118,10 +127,13 @@ class ReActAgent(Agent):
             isinstance(output_schema, type) and issubclass(output_schema, BaseModel)
         ):
             raise TypeError(f"output_schema must be a pydantic model class, got {output_schema!r}")
+        if skills is not None and not isinstance(skills, Skills | ResourceDescriptor):
+            raise TypeError(f"skills must be Skills or a ResourceDescriptor, got {skills!r}")
         self.chat_model = chat_model
         self.tools = tools
         self.prompt = Prompt.from_text(prompt) if isinstance(prompt, str) else prompt
         self.output_schema = output_schema
+        self.skills = skills
         self.max_steps = max_steps
         self.max_total_tokens = max_total_tokens
         self.max_time = max_time
@@ -161,6 +173,14 @@ class ReActAgent(Agent):
             react["prompt"] = "prompt"
         if self.output_schema is not None:
             react["output_schema"] = ref_of(self.output_schema)
+        if self.skills is not None:
+            if any(r["name"] == SKILLS_RESOURCE for r in resources):
+                raise FlinkAgentsError(
+                    f"ReActAgent: a tool or prompt is named {SKILLS_RESOURCE!r}, the name its "
+                    "skills are declared under; rename it"
+                )
+            resources.append(_resource(SKILLS_RESOURCE, _describe(self.skills, "skills")))
+            react["skills"] = SKILLS_RESOURCE
         data = compile_agent(type(self)).model_dump(mode="json")
         config: dict[str, Any] = {CONFIG_KEY: react}
         if self.budgets:
@@ -179,6 +199,10 @@ class ReActAgent(Agent):
         max_time = config.get("max_time")
         if config.get("prompt"):
             prompt = ctx.get_resource(config["prompt"], ResourceType.PROMPT)
+        messages = build_messages(prompt, event.input)
+        tools = config.get("tools")
+        if config.get("skills"):
+            messages, tools = _offer_skills(ctx, config, messages, tools)
         request = ChatRequestEvent(
             # Derived from the input's id (the same when a restored job runs the input
             # again), not drawn at random: this action makes no durable call, so it runs
@@ -186,8 +210,8 @@ class ReActAgent(Agent):
             # and their answer must still match the id kept below.
             id=derived_event_id(event.id, "react-request"),
             model=config["chat_model"],
-            messages=build_messages(prompt, event.input),
-            tools=config.get("tools"),
+            messages=messages,
+            tools=tools,
             output_schema=config.get("output_schema"),
             max_steps=config.get("max_steps", DEFAULT_MAX_STEPS),
             max_total_tokens=config.get("max_total_tokens"),
@@ -233,6 +257,25 @@ def build_messages(prompt: Prompt | None, record: Any) -> list[ChatMessage]:
     if not any(m.role is MessageRole.USER for m in messages):
         messages.append(ChatMessage(role=MessageRole.USER, content=text))
     return messages
+
+
+def _offer_skills(
+    ctx: RunnerContext,
+    config: Mapping[str, Any],
+    messages: list[ChatMessage],
+    tools: list[str] | None,
+) -> tuple[list[ChatMessage], list[str]]:
+    """The messages with the skills' summary after their system messages, and the tools
+    with the skills' resource (it stands for the tools that read them); no tool list means
+    the model's own tools."""
+    skills = ctx.get_resource(config["skills"], ResourceType.SKILLS)
+    if not isinstance(skills, Skills):
+        raise FlinkAgentsError(
+            f"resource {config['skills']!r} is a {type(skills).__name__}, not Skills"
+        )
+    if tools is None:
+        tools = list(ctx.get_resource(config["chat_model"], ResourceType.CHAT_MODEL).tools)
+    return skills.add_summary(messages), [*tools, config["skills"]]
 
 
 def _config(ctx: RunnerContext) -> Mapping[str, Any]:

@@ -60,6 +60,8 @@ from flink_agents.api._resources import (
 )
 from flink_agents.api._retrieval import ContextRetrievalRequestEvent, ContextRetrievalResponseEvent
 from flink_agents.api._scheduling import EventScheduled, ScheduleCancelled
+from flink_agents.api._skill_folder import Skill, SkillError
+from flink_agents.api._skills import Skills
 from flink_agents.api._spend import Budget, BudgetExceededError, ModelPrice, SizeRoute
 from flink_agents.api._sub_agent import SubAgent
 from flink_agents.api._tools import (
@@ -129,6 +131,9 @@ __all__ = [
     "RunnerContext",
     "ScheduleCancelled",
     "SizeRoute",
+    "Skill",
+    "SkillError",
+    "Skills",
     "StructuredOutputError",
     "SubAgent",
     "TokenUsage",

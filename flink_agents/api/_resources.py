@@ -34,6 +34,8 @@ class ResourceType(StrEnum):
     VECTOR_STORE = "vector_store"
     MCP_SERVER = "mcp_server"
     """Offers tools and prompts under their own names (``ToolSet``, ``PromptSet``)."""
+    SKILLS = "skills"
+    """Agent skills (``Skills``); offers the tools that read them, under their own names."""
     CUSTOM = "custom"
 
 

@@ -1,8 +1,9 @@
 """Lazily created, cached resources: one instance per runner (per Flink subtask).
 
 A resource that offers tools and prompts under their own names (an MCP server: ``ToolSet``,
-``PromptSet``) makes them resources too: a tool or prompt name that is not declared is looked
-up among the servers the plan declares (creating them), and must be offered by exactly one.
+``PromptSet``; skills: ``load_skill`` and ``read_skill_file``) makes them resources too: a
+tool or prompt name that is not declared is looked up among the servers and skills the plan
+declares (creating them), and must be offered by exactly one.
 ``close`` closes every created resource that has a ``close`` method (an MCP server's session).
 
 Environment references in a resource's args (``{"env": NAME}`` or ``"${env:NAME}"``, see
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 _ENV_IN_STRING = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _MASK = "***"
-_OFFERING = (ResourceType.MCP_SERVER,)
+_OFFERING = (ResourceType.MCP_SERVER, ResourceType.SKILLS)
 """Resource types whose instances offer tools and prompts under their own names."""
 
 

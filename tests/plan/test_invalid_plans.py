@@ -129,7 +129,7 @@ CASES = {
         _set(resources=[{"name": "llm", "type": "llm", "provider": f"{ST}:classify"}]),
         "agent 'triage', resource 'llm', field 'type': Input should be 'chat_model', "
         "'chat_model_connection', 'embedding_model', 'embedding_model_connection', 'prompt', "
-        "'tool', 'vector_store', 'mcp_server' or 'custom' "
+        "'tool', 'vector_store', 'mcp_server', 'skills' or 'custom' "
         "(got 'llm')",
     ),
     "unimportable resource provider": (
