@@ -20,6 +20,7 @@ from flink_agents.runtime import LocalRunner
 from flink_agents.runtime.action_log import InMemoryActionLog
 from flink_agents.runtime.journal import ActionJournal
 from flink_agents.testing.llm_server import Rule, ToolCallSpec
+from tests.children import run_child_main
 from tests.integrations import chat_agents
 from tests.integrations.skill_agents import PACKAGE, SkilledAsker, SkillLister
 
@@ -206,3 +207,23 @@ def test_a_restored_run_replays_the_skill_tools_instead_of_calling_them(scripted
     assert last["messages"][-1]["content"] == Skills.from_package(PACKAGE).read_skill_file(
         "unit-converter", FACTORS
     )
+
+
+# --- on Flink -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.flink
+def test_react_agent_with_skills_on_minicluster(scripted):
+    """Thread mode, in a child process (a TaskManager of its own): each worker loads the
+    packaged skills again from the plan's descriptor, and the model is offered them as on
+    the local runner."""
+    assert run_child_main("tests.integrations.skills_minicluster") == [ANSWER, ANSWER]
+    requests = [call.request for call in scripted.calls]
+    assert len(requests) == 6
+    firsts = [r for r in requests if r["messages"][-1]["role"] == "user"]
+    summary = Skills.from_package(PACKAGE).summary()
+    assert all({"role": "system", "content": summary} in r["messages"] for r in firsts)
+    assert len(firsts) == 2 and "Converting units" not in str(firsts)
+    read = [r for r in requests if r["messages"][-1].get("content", "").startswith("# Factors")]
+    assert len(read) == 2
