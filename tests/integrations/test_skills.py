@@ -117,6 +117,25 @@ def test_react_agent_skills_from_a_folder_go_through_a_plan_file(scripted, tmp_p
     assert_disclosed_step_by_step(scripted)
 
 
+def test_a_plan_without_a_tool_list_offers_the_models_tools_and_the_skills(scripted):
+    plan = react().to_plan()
+    data = plan.model_dump(mode="json")
+    del data["config"]["react"]["tools"]  # as a plan file may: the model's own tools
+    [model] = [r for r in data["resources"] if r["name"] == "chat_model"]
+    model["args"]["tools"] = ["add"]
+    data["resources"].append(
+        {
+            "name": "add",
+            "type": "tool",
+            "provider": "flink_agents.api:Tool.from_ref",
+            "args": {"function": "tests.integrations.chat_agents:add"},
+        }
+    )
+    assert LocalRunner(type(plan).model_validate(data)).run("k", QUESTION) == [ANSWER]
+    names = [t["function"]["name"] for t in scripted.calls[0].request["tools"]]
+    assert names == ["add", "load_skill", "read_skill_file"]
+
+
 def test_react_agent_takes_a_descriptor_and_refuses_other_things(scripted):
     descriptor = ResourceDescriptor(Skills, ResourceType.SKILLS, packages=[list(PACKAGE)])
     assert LocalRunner(react(skills=descriptor)).run("k", QUESTION) == [ANSWER]
