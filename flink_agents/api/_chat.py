@@ -8,15 +8,29 @@ it pickles into Flink state and the action log.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import mimetypes
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._events import Event
@@ -33,6 +47,18 @@ for the tokenizers of current models."""
 
 DEFAULT_MAX_STEPS = 10
 """Model calls one chat request may make (each tool round costs one) before it fails."""
+
+IMAGE_TOKENS = 765
+"""How ``BaseChatModel.estimate_tokens`` sizes an image: what OpenAI's models charge for a
+1024x1024 image at high detail (larger images cost more, and a provider's own count may
+differ: override ``estimate_tokens`` to be exact)."""
+
+LOW_DETAIL_IMAGE_TOKENS = 85
+"""An image sent with ``detail="low"``: one fixed tile, whatever its size."""
+
+DOCUMENT_TOKENS = 1500
+"""How ``BaseChatModel.estimate_tokens`` sizes a document: a guess of a few pages, since a
+document's tokens depend on what the provider extracts from it."""
 
 
 class MessageRole(StrEnum):
@@ -58,12 +84,223 @@ class ToolCall(BaseModel):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
 
 
+# --- content parts ----------------------------------------------------------------------
+
+
+class TextPart(BaseModel):
+    """Text among the parts of a message.
+
+    Attributes:
+        text: the text.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["text"] = "text"
+    text: str
+
+    @model_serializer(mode="wrap")
+    def _tagged(self, handler: SerializerFunctionWrapHandler) -> Any:
+        dumped = handler(self)
+        return {"type": self.type, **dumped} if isinstance(dumped, dict) else dumped
+
+
+class _MediaPart(BaseModel):
+    """What image and document parts share: bytes or a URL, and how the bytes are written.
+
+    ``data`` is bytes. In JSON (``model_dump(mode="json")``, plans, long-term memory) it is
+    written as base64 text, and base64 text is read back as the bytes; under the
+    serialization context ``{"bytes": "size"}`` (the event log and traces) it is written as
+    ``"<N bytes>"`` instead. ``repr`` shows the size, never the bytes.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ClassVar[str]
+    type: str
+    url: str | None = None
+    data: bytes | None = None
+    mime_type: str | None = None
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(
+                    "data must be bytes, or their base64 text (as JSON holds them)"
+                ) from None
+        if isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        return value
+
+    @model_serializer(mode="wrap")
+    def _tagged(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # The type tells the parts apart when read back: kept under exclude_defaults too.
+        dumped = handler(self)
+        return {"type": self.type, **dumped} if isinstance(dumped, dict) else dumped
+
+    @field_serializer("data", when_used="json-unless-none")
+    def _bytes_as_text(self, data: bytes | None, info: FieldSerializationInfo) -> str | None:
+        if data is None:
+            return None
+        context = info.context
+        if isinstance(context, dict) and context.get("bytes") == "size":
+            return f"<{len(data)} bytes>"
+        return base64.b64encode(data).decode("ascii")
+
+    def _check_source(self) -> None:
+        if (self.url is None) == (self.data is None):
+            raise ValueError(f"{self.kind} part needs exactly one of url and data")
+        if self.url is not None and not self.url.startswith(("http://", "https://", "data:")):
+            raise ValueError(
+                f"{self.kind} part url must be an http(s) or a data: URL, got "
+                f"{self.url[:40]!r}: read a local file with {type(self).__name__}.from_file"
+            )
+
+    def data_url(self) -> str | None:
+        """The bytes as a ``data:<mime type>;base64,...`` URL (None for a part by URL)."""
+        if self.data is None:
+            return None
+        return f"data:{self.mime_type};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            if name == "data" and value is not None:
+                yield name, _Size(len(value))
+            elif name == "url" and value is not None and value.startswith("data:"):
+                yield name, _Size(len(value), "data: URL of")
+            else:
+                yield name, value
+
+
+class ImagePart(_MediaPart):
+    """An image among the parts of a message: by URL, or by its bytes.
+
+    Attributes:
+        url: where the model fetches it (``https://...``), or a ``data:`` URL.
+        data: the image's bytes (sent inline, as a ``data:`` URL).
+        mime_type: ``image/png``, ``image/jpeg``, ...; read from the bytes of PNG, JPEG,
+            GIF and WebP images when not given.
+        detail: how closely the model looks (OpenAI: ``"low"``, ``"high"``, ``"auto"``);
+            None: the provider's default.
+    """
+
+    kind: ClassVar[str] = "image"
+    type: Literal["image"] = "image"
+    detail: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ImagePart:
+        self._check_source()
+        if self.data is not None and self.mime_type is None:
+            sniffed = _image_type(self.data)
+            if sniffed is None:
+                raise ValueError(
+                    "image part: give mime_type (the bytes are no PNG, JPEG, GIF or WebP)"
+                )
+            object.__setattr__(self, "mime_type", sniffed)
+        return self
+
+    @classmethod
+    def from_file(
+        cls, path: str | Path, mime_type: str | None = None, detail: str | None = None
+    ) -> ImagePart:
+        """An image part holding a file's bytes (its type from its name, else its bytes)."""
+        path = Path(path)
+        guessed = mime_type or mimetypes.guess_type(path.name)[0]
+        return cls(data=path.read_bytes(), mime_type=guessed, detail=detail)
+
+
+class DocumentPart(_MediaPart):
+    """A document (a PDF, ...) among the parts of a message: by its bytes, or a URL.
+
+    Attributes:
+        data: the document's bytes (OpenAI-compatible models take documents this way).
+        url: a ``data:`` URL, or where a model that fetches documents finds it.
+        mime_type: ``application/pdf``, ...; read from ``name``, or from the bytes of a PDF,
+            when not given.
+        name: the file name the model is told.
+    """
+
+    kind: ClassVar[str] = "document"
+    type: Literal["document"] = "document"
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> DocumentPart:
+        self._check_source()
+        if self.data is not None and self.mime_type is None:
+            guessed = mimetypes.guess_type(self.name)[0] if self.name else None
+            if guessed is None and self.data.startswith(b"%PDF"):
+                guessed = "application/pdf"
+            if guessed is None:
+                raise ValueError("document part: give mime_type (or a name with a known suffix)")
+            object.__setattr__(self, "mime_type", guessed)
+        return self
+
+    @classmethod
+    def from_file(cls, path: str | Path, mime_type: str | None = None) -> DocumentPart:
+        """A document part holding a file's bytes, named by the file."""
+        path = Path(path)
+        return cls(data=path.read_bytes(), mime_type=mime_type, name=path.name)
+
+
+ContentPart = Annotated[TextPart | ImagePart | DocumentPart, Field(discriminator="type")]
+"""One part of a message's content, told apart by its ``type``: ``"text"``, ``"image"`` or
+``"document"``."""
+
+_PART_TYPES = (TextPart, ImagePart, DocumentPart)
+
+
+class _Size:
+    """Shows as ``<N bytes>`` in a ``repr``."""
+
+    def __init__(self, size: int, what: str = "") -> None:
+        self.text = f"<{what + ' ' if what else ''}{size} bytes>"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+_IMAGE_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def _image_type(data: bytes) -> str | None:
+    """The type of an image's bytes, by their first bytes (the four formats models take)."""
+    for signature, mime_type in _IMAGE_SIGNATURES:
+        if data.startswith(signature):
+            return mime_type
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def part_tokens(part: TextPart | ImagePart | DocumentPart) -> int:
+    """About how many tokens a non-text part costs (0 for text: it is counted as text)."""
+    if isinstance(part, ImagePart):
+        return LOW_DETAIL_IMAGE_TOKENS if part.detail == "low" else IMAGE_TOKENS
+    if isinstance(part, DocumentPart):
+        return DOCUMENT_TOKENS
+    return 0
+
+
 class ChatMessage(Upgradable):
     """One message of a conversation.
 
     Attributes:
         role: who wrote it.
-        content: its text (empty for an assistant message that only calls tools).
+        content: its text (empty for an assistant message that only calls tools), or a list
+            of parts: text, images and documents (``TextPart``, ``ImagePart``,
+            ``DocumentPart``). A str in that list is a ``TextPart``, one part alone a list
+            of it. Read ``text`` for the text either way.
         tool_calls: the tools an assistant message asks for.
         tool_call_id: for a ``tool`` message, the call it answers.
         name: an optional author name (for a ``tool`` message, the tool's name).
@@ -72,7 +309,7 @@ class ChatMessage(Upgradable):
     """
 
     role: MessageRole
-    content: str = ""
+    content: str | list[ContentPart] = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
@@ -82,6 +319,31 @@ class ChatMessage(Upgradable):
     """Fields added after calls were recorded with messages as arguments: a recorded call's
     digest (``flink_agents._ids.digest_args``) counts them only when they hold a value, so
     a call recorded before they existed still matches."""
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _as_parts(cls, value: Any) -> Any:
+        if isinstance(value, _PART_TYPES):
+            return [value]
+        if isinstance(value, (list, tuple)):
+            return [TextPart(text=item) if isinstance(item, str) else item for item in value]
+        return value
+
+    @property
+    def text(self) -> str:
+        """The message's text: ``content`` itself, or its text parts one per line."""
+        content = self.content
+        if isinstance(content, str):
+            return content
+        return "\n".join(part.text for part in content if isinstance(part, TextPart))
+
+    @property
+    def parts(self) -> list[TextPart | ImagePart | DocumentPart]:
+        """``content`` as parts (a text one for text; none for empty text)."""
+        content = self.content
+        if isinstance(content, str):
+            return [TextPart(text=content)] if content else []
+        return list(content)
 
 
 class TokenUsage(Upgradable):
@@ -171,15 +433,19 @@ class BaseChatModel(ABC):
     ) -> int:
         """About how many tokens a call will use, before it is made (budgets check a call
         by it): the messages' and tools' text at four characters a token, a few tokens
-        for each message's framing. Override it with the provider's tokenizer for more."""
-        chars = 0
+        for each message's framing, ``IMAGE_TOKENS`` an image (``LOW_DETAIL_IMAGE_TOKENS``
+        at low detail) and ``DOCUMENT_TOKENS`` a document. Override it with the provider's
+        tokenizer for more."""
+        chars = tokens = 0
         for message in messages:
-            chars += len(message.content) + 16
+            chars += len(message.text) + 16
+            if not isinstance(message.content, str):
+                tokens += sum(part_tokens(part) for part in message.content)
             for call in message.tool_calls:
                 chars += len(call.name) + len(str(call.arguments))
         for spec in tools or ():
             chars += len(spec.name) + len(spec.description) + len(str(spec.parameters))
-        return -(-chars // CHARS_PER_TOKEN)
+        return -(-chars // CHARS_PER_TOKEN) + tokens
 
     achat: Callable[..., Awaitable[ChatResponse]] | None = None
 
@@ -244,35 +510,57 @@ class ChatModelError(FlinkAgentsError):
     """A model call failed for good.
 
     The message names the model, the host of its base URL, the attempts made and the last
-    HTTP status; it never contains credentials.
+    HTTP status; it never contains credentials, nor the bytes of a message's parts.
 
     Attributes:
         model: the model name.
         host: the host (and port) of the endpoint.
         attempts: how many calls were made.
         status: the last HTTP status, or None for a timeout or connection failure.
+        refused_parts: the kinds of parts (``"image"``, ``"document"``) the model refused
+            (a model that takes text only); empty for any other failure.
     """
 
     def __init__(
-        self, message: str, *, model: str, host: str, attempts: int, status: int | None
+        self,
+        message: str,
+        *,
+        model: str,
+        host: str,
+        attempts: int,
+        status: int | None,
+        refused_parts: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.model = model
         self.host = host
         self.attempts = attempts
         self.status = status
+        self.refused_parts = tuple(refused_parts)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild_model_error,
-            (str(self), self.model, self.host, self.attempts, self.status),
-        )
+        fields = (str(self), self.model, self.host, self.attempts, self.status)
+        if self.refused_parts:  # else as before it existed: the same bytes in the action log
+            fields += (self.refused_parts,)
+        return (_rebuild_model_error, fields)
 
 
 def _rebuild_model_error(
-    message: str, model: str, host: str, attempts: int, status: int | None
+    message: str,
+    model: str,
+    host: str,
+    attempts: int,
+    status: int | None,
+    refused_parts: tuple[str, ...] = (),
 ) -> ChatModelError:
-    return ChatModelError(message, model=model, host=host, attempts=attempts, status=status)
+    return ChatModelError(
+        message,
+        model=model,
+        host=host,
+        attempts=attempts,
+        status=status,
+        refused_parts=refused_parts,
+    )
 
 
 class StructuredOutputError(FlinkAgentsError, ValueError):

@@ -3,6 +3,12 @@
 Templates use ``str.format`` syntax: ``{name}``, ``{user.name}``, ``{items[0]}``; write
 ``{{`` and ``}}`` for literal braces. A missing variable is an error naming it, never an
 empty string sent to a model.
+
+A message template may hold parts (images, documents) beside its text: only text is filled
+in, other parts are kept as they are. A variable written alone (``{photo}``: no attribute,
+index, conversion or format) whose value is a part, or a list of parts, becomes those parts
+in ``format_messages``, between the text before and after it; ``format``, which returns
+text, refuses it.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from flink_agents.api._chat import ChatMessage, MessageRole
+from flink_agents.api._chat import ChatMessage, DocumentPart, ImagePart, MessageRole, TextPart
 from flink_agents.api._errors import FlinkAgentsError
 from flink_agents.api._resources import ResourceDescriptor, ResourceType
 
@@ -76,20 +82,25 @@ class Prompt(BaseModel):
         """
         if self.text is not None:
             return self._fill(self.text, variables)
-        return "\n".join(self._fill(m.content, variables) for m in self.messages)
+        return "\n".join(
+            "\n".join(self._fill(template, variables) for template in _texts(m))
+            for m in self.messages
+        )
 
     def format_messages(
         self, role: MessageRole = MessageRole.USER, **variables: Any
     ) -> list[ChatMessage]:
-        """The filled-in messages; a text prompt becomes one message of ``role``.
+        """The filled-in messages; a text prompt becomes one message of ``role``. A message's
+        parts other than text are kept; a variable whose value is a part (or a list of
+        parts) becomes parts of its message (see the module's documentation).
 
         Raises:
             PromptFormatError: a variable the templates use was not given.
         """
         if self.text is not None:
-            return [ChatMessage(role=role, content=self._fill(self.text, variables))]
+            return [ChatMessage(role=role, content=self._fill_content(self.text, variables))]
         return [
-            m.model_copy(update={"content": self._fill(m.content, variables)})
+            m.model_copy(update={"content": self._fill_content(m.content, variables)})
             for m in self.messages
         ]
 
@@ -97,13 +108,31 @@ class Prompt(BaseModel):
         """How a plan recreates this prompt as a resource."""
         if self.text is not None:
             return ResourceDescriptor(Prompt.from_text, ResourceType.PROMPT, text=self.text)
+        # (Parts are written with their type, and their bytes as base64 text.)
         messages = [m.model_dump(mode="json", exclude_defaults=True) for m in self.messages]
         return ResourceDescriptor(Prompt.from_messages, ResourceType.PROMPT, messages=messages)
 
     def _templates(self) -> list[str]:
-        return [self.text] if self.text is not None else [m.content for m in self.messages]
+        if self.text is not None:
+            return [self.text]
+        return [template for m in self.messages for template in _texts(m)]
 
     def _fill(self, template: str, variables: Mapping[str, Any]) -> str:
+        self._check_given(template, variables)
+        for name in _bare_fields(template):
+            if _as_parts(variables[name]) is not None:
+                raise PromptFormatError(
+                    f"prompt variable {name!r} is an image or a document: format gives text "
+                    "only, format_messages makes it a part of its message"
+                )
+        try:
+            return template.format_map(variables)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+            raise PromptFormatError(
+                f"cannot fill in prompt: {type(error).__name__}: {error}"
+            ) from None
+
+    def _check_given(self, template: str, variables: Mapping[str, Any]) -> None:
         missing = [name for name in _variables_of(template) if name not in variables]
         if missing:
             given = ", ".join(sorted(variables)) or "none"
@@ -111,12 +140,44 @@ class Prompt(BaseModel):
                 f"prompt variable {missing[0]!r} was not given (the prompt uses "
                 f"{', '.join(self.variables)}; given: {given})"
             )
-        try:
-            return template.format_map(variables)
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
-            raise PromptFormatError(
-                f"cannot fill in prompt: {type(error).__name__}: {error}"
-            ) from None
+
+    def _fill_content(
+        self, content: str | list[Part], variables: Mapping[str, Any]
+    ) -> str | list[Part]:
+        """A message's content filled in: text as before, unless a variable brings parts."""
+        if isinstance(content, str):
+            return self._fill_parts(content, variables)
+        filled: list[Part] = []
+        for part in content:
+            if not isinstance(part, TextPart):
+                filled.append(part)
+                continue
+            text = self._fill_parts(part.text, variables)
+            filled.extend(_parts_of(text))
+        return filled
+
+    def _fill_parts(self, template: str, variables: Mapping[str, Any]) -> str | list[Part]:
+        """One text template filled in: text, or parts when a variable's value is parts."""
+        self._check_given(template, variables)
+        if not any(_as_parts(variables[name]) is not None for name in _bare_fields(template)):
+            return self._fill(template, variables)
+        parts: list[Part] = []
+        text = []
+        for literal, field, spec, conversion in _FORMATTER.parse(template):
+            text.append(literal)
+            if field is None:
+                continue
+            inserted = None if spec or conversion else _as_parts(variables.get(field))
+            if inserted is None:
+                field_text = "{" + field + (f"!{conversion}" if conversion else "")
+                field_text += (f":{spec}" if spec else "") + "}"
+                text.append(self._fill(field_text, variables))
+                continue
+            parts.extend(_parts_of("".join(text)))
+            text = []
+            parts.extend(inserted)
+        parts.extend(_parts_of("".join(text)))
+        return parts
 
 
 class PromptSet(ABC):
@@ -151,6 +212,42 @@ class OfferedPrompt:
 
     source: PromptSet
     name: str
+
+
+Part = TextPart | ImagePart | DocumentPart
+_PARTS = (TextPart, ImagePart, DocumentPart)
+
+
+def _texts(message: ChatMessage) -> list[str]:
+    """A message template's text templates: its content, or its text parts."""
+    if isinstance(message.content, str):
+        return [message.content]
+    return [part.text for part in message.content if isinstance(part, TextPart)]
+
+
+def _as_parts(value: Any) -> list[Part] | None:
+    """A variable's value as parts, when it is a part or a non-empty list of parts."""
+    if isinstance(value, _PARTS):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, _PARTS) for v in value):
+        return list(value)
+    return None
+
+
+def _parts_of(filled: str | list[Part]) -> list[Part]:
+    """Filled text as parts (none for empty text)."""
+    if isinstance(filled, str):
+        return [TextPart(text=filled)] if filled else []
+    return filled
+
+
+def _bare_fields(template: str) -> list[str]:
+    """Variables written alone in a template (``{photo}``): those a part can fill."""
+    return [
+        field
+        for _, field, spec, conversion in _FORMATTER.parse(template)
+        if field and not spec and not conversion and field.isidentifier()
+    ]
 
 
 def _variables_of(template: str) -> list[str]:

@@ -8,7 +8,15 @@ Nothing here is promised to users: names come and go with the packages that use 
 """
 
 from flink_agents.api._agent import ACTION_ATTR, RESOURCE_ATTR
-from flink_agents.api._chat import DEFAULT_MAX_STEPS, OutputSchema, resolve_output_schema
+from flink_agents.api._chat import (
+    DEFAULT_MAX_STEPS,
+    DOCUMENT_TOKENS,
+    IMAGE_TOKENS,
+    LOW_DETAIL_IMAGE_TOKENS,
+    OutputSchema,
+    part_tokens,
+    resolve_output_schema,
+)
 from flink_agents.api._environment import KeySelector
 from flink_agents.api._knowledge import knowledge_text
 from flink_agents.api._long_term import CompactionFunction, Tags, normalize_tags
@@ -20,6 +28,9 @@ from flink_agents.api._tools import TOOL_ATTR, awaited, strip_titles
 __all__ = [
     "ACTION_ATTR",
     "DEFAULT_MAX_STEPS",
+    "DOCUMENT_TOKENS",
+    "IMAGE_TOKENS",
+    "LOW_DETAIL_IMAGE_TOKENS",
     "RESOURCE_ATTR",
     "TOOL_ATTR",
     "CompactionFunction",
@@ -33,6 +44,7 @@ __all__ = [
     "is_env_ref",
     "knowledge_text",
     "normalize_tags",
+    "part_tokens",
     "ref_of",
     "resolve_output_schema",
     "strip_titles",

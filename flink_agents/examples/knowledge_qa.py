@@ -69,7 +69,7 @@ def answer(event: ContextRetrievalResponseEvent, ctx: RunnerContext) -> None:
 def finish(event: ChatResponseEvent, ctx: RunnerContext) -> None:
     """Emit the answer with the question and the documents it was given."""
     retrieved = ctx.sensory_memory.get(RETRIEVED)
-    answer_text = event.response.content.strip()
+    answer_text = event.response.text.strip()
     ctx.send_event(OutputEvent(output={**retrieved, "answer": answer_text}))
 
 

@@ -52,7 +52,7 @@ def draft_reply(event: TicketClassified, ctx: RunnerContext) -> None:
 def send_reply(event: ChatResponseEvent, ctx: RunnerContext) -> None:
     """Emit the routing decision with the model's reply (its first line) and its token cost."""
     decision = ctx.sensory_memory.get(DECISION)
-    lines = [line.strip() for line in event.response.content.strip().splitlines()]
+    lines = [line.strip() for line in event.response.text.strip().splitlines()]
     reply = next((line for line in lines if line), "")
     ctx.send_event(
         OutputEvent(

@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_agents.api import BaseChatModel, ChatMessage, MessageRole
+from flink_agents.api import BaseChatModel, ChatMessage, MessageRole, TextPart
+from flink_agents.api.internal import part_tokens
 
 __all__ = [
     "MESSAGE_OVERHEAD",
@@ -202,12 +203,15 @@ def fit_to_budget(
 
 def item_tokens(item: Any, counter: TokenCounter | None = None) -> int:
     """Tokens one item costs in a prompt: a string its text, a message its texts plus
-    :data:`MESSAGE_OVERHEAD` (tool calls' names, ids and arguments included)."""
+    :data:`MESSAGE_OVERHEAD` (tool calls' names, ids and arguments included), an image or
+    a document in it at ``BaseChatModel.estimate_tokens``' fixed estimate."""
     count = counter if counter is not None else WordPieceCounter()
     content = _content(item)
     if isinstance(content, str):
         return _checked(count, content)
-    total = MESSAGE_OVERHEAD + _checked(count, content.content)
+    total = MESSAGE_OVERHEAD + _checked(count, content.text)
+    if not isinstance(content.content, str):
+        total += sum(part_tokens(part) for part in content.content)
     for text in (content.name, content.tool_call_id):
         if text:
             total += _checked(count, text)
@@ -302,7 +306,7 @@ def _as_compressor(
 
 def _summary_message(summary: Any, source: object) -> ChatMessage:
     if isinstance(summary, ChatMessage):
-        text = summary.content
+        text = summary.text
     elif isinstance(summary, str):
         text = summary
     else:
@@ -316,11 +320,26 @@ def _summary_message(summary: Any, source: object) -> ChatMessage:
     return ChatMessage(role=MessageRole.SYSTEM, content=SUMMARY_PREFIX + text)
 
 
+def _transcribed(message: ChatMessage) -> str:
+    """A message's content as text, its parts other than text by their kind."""
+    if isinstance(message.content, str):
+        return message.content
+    words = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            words.append(part.text)
+        else:
+            name = getattr(part, "name", None)
+            words.append(f"[{' '.join(x for x in (part.type, part.mime_type, name) if x)}]")
+    return " ".join(words)
+
+
 def transcript(items: Sequence[Any]) -> str:
     """The items as plain text, one per line, for a model to summarize.
 
     A message reads ``role: content``; a tool call reads ``assistant calls name(arguments)``
-    and its answer ``tool name answers: content``.
+    and its answer ``tool name answers: content``. An image or a document reads as its
+    kind in brackets (``[image image/png]``): a summary can say it was there.
     """
     lines = []
     for item in items:
@@ -329,11 +348,12 @@ def transcript(items: Sequence[Any]) -> str:
             lines.append(content)
             continue
         author = content.role.value if content.name is None else f"{content.role} {content.name}"
+        text = _transcribed(content)
         if content.role == MessageRole.TOOL:
-            lines.append(f"{author} answers: {content.content}")
+            lines.append(f"{author} answers: {text}")
             continue
-        if content.content:
-            lines.append(f"{author}: {content.content}")
+        if text:
+            lines.append(f"{author}: {text}")
         for call in content.tool_calls:
             arguments = call.arguments
             if not isinstance(arguments, str):

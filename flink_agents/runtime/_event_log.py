@@ -104,9 +104,14 @@ def _secret_field(name: Any, value: Any) -> bool:
 # -- payloads ------------------------------------------------------------------------------
 
 
+_SUMMARY = {"bytes": "size"}
+"""The serialization context under which a message's parts write their bytes as
+``"<N bytes>"`` (``ImagePart``, ``DocumentPart``): a log holds no image."""
+
+
 def to_jsonable(value: Any, depth: int = 0) -> Any:
     """A JSON-friendly form of an event, a record or any value (pydantic models by their
-    fields, bytes by their length, unknown objects by ``repr``)."""
+    fields, bytes by their length, in a model too, unknown objects by ``repr``)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if depth > 20:
@@ -120,7 +125,7 @@ def to_jsonable(value: Any, depth: int = 0) -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         try:
-            return to_jsonable(dump(mode="json"), depth + 1)
+            return to_jsonable(dump(mode="json", context=_SUMMARY), depth + 1)
         except Exception:  # a model whose fields do not serialize: fall back to repr
             return repr(value)
     return repr(value)

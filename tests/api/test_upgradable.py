@@ -26,6 +26,7 @@ def pickled_without(obj, *fields):
             ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content="hi")),
             ("attempts",),
         ),
+        (ChatMessage(role=MessageRole.USER, content="hi"), ("extra_args",)),
     ],
 )
 def test_a_field_added_since_it_was_pickled_gets_its_default(obj, added):

@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from flink_agents.api import InputEvent, OutputEvent
+from flink_agents.api import ChatMessage, ChatRequestEvent, ImagePart, InputEvent, OutputEvent
 from flink_agents.runtime._event_log import (
     REDACTED,
     CallbackSink,
@@ -117,6 +117,26 @@ def test_standard_truncates_payloads_and_verbose_keeps_them():
     log, lines = _log("standard", max_payload_chars=100)
     log.event("k", 1, 0, OutputEvent(output="short"))
     assert _records(lines)[0]["event"]["output"] == "short"  # small payloads stay structured
+
+
+def test_an_image_in_an_event_is_logged_by_its_size_not_its_bytes():
+    log, lines = _log("verbose")
+    image = ImagePart(data=b"\x89PNG\r\n\x1a\n" + bytes(1000))
+    request = ChatRequestEvent(
+        model="m", messages=[ChatMessage(role="user", content=["Look", image])]
+    )
+    log.event("user-1", 3, 0, request, source="ask")
+    [record] = _records(lines)
+    assert record["event"]["messages"][0]["content"] == [
+        {"type": "text", "text": "Look"},
+        {
+            "type": "image",
+            "url": None,
+            "data": "<1008 bytes>",
+            "mime_type": "image/png",
+            "detail": None,
+        },
+    ]
 
 
 def test_level_names_are_checked():

@@ -37,7 +37,9 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 from flink_agents._ids import durable_name
 from flink_agents.api import (
     ChatMessage,
+    DocumentPart,
     FlinkAgentsError,
+    ImagePart,
     MessageRole,
     Prompt,
     PromptFormatError,
@@ -526,7 +528,7 @@ class MCPPrompt(Prompt):
         return list(self.arguments)
 
     def format(self, **variables: Any) -> str:
-        return "\n".join(m.content for m in self.format_messages(**variables))
+        return "\n".join(m.text for m in self.format_messages(**variables))
 
     def format_messages(
         self, role: MessageRole = MessageRole.USER, **variables: Any
@@ -644,15 +646,22 @@ def _result_value(result: Any) -> Any:
 def _prompt_message(label: str, prompt: str, message: Any) -> ChatMessage:
     content = message.content
     kind = getattr(content, "type", None)
+    resource = getattr(content, "resource", None)
     if kind == "text":
-        text = content.text
-    elif kind == "resource" and isinstance(getattr(content.resource, "text", None), str):
-        text = content.resource.text
+        body: Any = content.text
+    elif kind == "resource" and isinstance(getattr(resource, "text", None), str):
+        body = resource.text
+    elif kind == "image":  # its data is base64 text, which a part reads as the bytes
+        body = [ImagePart(data=content.data, mime_type=content.mimeType)]
+    elif kind == "resource" and isinstance(getattr(resource, "blob", None), str):
+        name = str(resource.uri).rstrip("/").rpartition("/")[2] or None
+        body = [DocumentPart(data=resource.blob, mime_type=resource.mimeType, name=name)]
     else:
         raise PromptFormatError(
-            f"{label} prompt {prompt!r} has a {kind} message; chat messages carry text only"
+            f"{label} prompt {prompt!r} has a {kind} message; chat messages carry text, "
+            "images and documents"
         )
-    return ChatMessage(role=MessageRole(message.role), content=text)
+    return ChatMessage(role=MessageRole(message.role), content=body)
 
 
 def _as_text(value: Any) -> str:

@@ -127,10 +127,18 @@ def text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, ChatMessage):
-        if value.content:
-            return value.content
-        return json.dumps([c.model_dump(mode="json") for c in value.tool_calls])
+        if value.text:
+            return value.text
+        if value.tool_calls:
+            return json.dumps([c.model_dump(mode="json") for c in value.tool_calls])
+        return " ".join(_part_label(part) for part in value.parts) or "[]"
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _part_label(part: Any) -> str:
+    """A part without text as words a search can match: its kind, type and name."""
+    name = getattr(part, "name", None)
+    return " ".join(str(x) for x in (part.type, part.mime_type, name) if x)
 
 
 # -- settings of a set ------------------------------------------------------------------------

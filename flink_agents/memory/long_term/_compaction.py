@@ -235,7 +235,7 @@ class Compactor:
                 content="Summarize these memories (oldest first):\n" + "\n".join(lines),
             ),
         ]
-        reply = self.chat_model.chat(request).message.content.strip()
+        reply = self.chat_model.chat(request).message.text.strip()
         if not reply:
             raise CompactionError("the chat model returned an empty summary")
         return reply
