@@ -20,7 +20,13 @@ from typing import Any
 import yaml
 
 # The keys a script file may set besides ``rules``: the server's own keyword arguments.
-SCRIPT_SETTINGS = ("default_reply", "latency_s", "embedding_dim", "requests_per_minute")
+SCRIPT_SETTINGS = (
+    "default_reply",
+    "latency_s",
+    "embedding_dim",
+    "requests_per_minute",
+    "refuse_parts",
+)
 
 # The usage counts a rule may set; the rest stay the stand-in's word counts.
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "cached_tokens")
@@ -129,12 +135,17 @@ def _tool_call(spec: ToolCallSpec | Mapping[str, Any]) -> ToolCallSpec:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """A message's text, whether its content is a string or a list of typed parts."""
+    """A message's text, whether its content is a string or a list of typed parts (its text
+    parts, joined by spaces)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+        return " ".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type", "text") == "text"
+        )
     return ""
 
 
@@ -265,7 +276,8 @@ def load_script(source: str | Path | Mapping[str, Any] | Sequence[Any]) -> dict[
     """Read a script into ``{"rules": [Rule, ...], <setting>: value}``.
 
     A script is either a list of rules or a mapping with ``rules`` and any of
-    ``default_reply``, ``latency_s``, ``embedding_dim``, ``requests_per_minute``. A string or
+    ``default_reply``, ``latency_s``, ``embedding_dim``, ``requests_per_minute``,
+    ``refuse_parts``. A string or
     path names a YAML or JSON file (JSON is valid YAML, so one parser reads both).
     """
     data: Any = source

@@ -11,6 +11,12 @@ For tests of token budgets and rate limits, a rule can report any token usage (c
 tokens included), an injected failure can carry a ``Retry-After``, and a sliding-window limit
 on chat requests answers 429 as OpenAI does, to prove that clients respect it.
 
+Messages may carry content parts (text, ``image_url``, ``file``, ``input_audio``): they are
+checked as OpenAI checks them (a malformed part is a 400 naming it), rules match their text
+parts, and ``RecordedCall.parts`` gives every part received with its bytes decoded. With
+``refuse_parts`` the stand-in answers a request carrying parts of those types with the 400
+of a model that takes text only.
+
 Example::
 
     with ScriptedLLMServer([Rule(last_user_contains="hello", reply_text="hi!")]) as server:
@@ -41,6 +47,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from flink_agents.testing._llm_parts import (
+    REFUSABLE,
+    PartError,
+    ReceivedPart,
+    check_parts,
+    received_parts,
+    refused_part,
+)
 from flink_agents.testing._llm_script import (
     RequestWindow,
     Rule,
@@ -58,6 +72,7 @@ from flink_agents.testing._llm_script import (
 __all__ = [
     "STAND_IN_FINGERPRINT",
     "STAND_IN_OWNER",
+    "ReceivedPart",
     "RecordedCall",
     "Rule",
     "ScriptedLLMServer",
@@ -94,6 +109,13 @@ class RecordedCall:
     response: dict[str, Any] | None
     at: float
 
+    @property
+    def parts(self) -> list[ReceivedPart]:
+        """The content parts of a chat request's messages, ``data:`` URLs decoded to bytes
+        (text parts included; a message whose content is a string has none)."""
+        messages = self.request.get("messages")
+        return received_parts(messages) if isinstance(messages, list) else []
+
 
 class _ApiError(Exception):
     """An answer in OpenAI's error shape, raised anywhere while handling a request."""
@@ -105,10 +127,11 @@ class _ApiError(Exception):
         kind: str = "invalid_request_error",
         code: str | None = None,
         headers: Mapping[str, str] | None = None,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+        self.body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
         self.headers = dict(headers or {})
 
 
@@ -162,6 +185,9 @@ class ScriptedLLMServer:
         host: the address to bind; keep loopback unless workers run on other machines.
         port: the port to bind; 0 picks a free one (read it back from :attr:`base_url`).
         requests_per_minute: a rate limit on chat requests over a 60 s window; None for none.
+        refuse_parts: part types (``image_url``, ``file``, ``input_audio``) the stand-in
+            refuses with the 400 of a model that takes text only: a list (every model), or
+            a mapping of model names to lists (``"*"``: every other model).
     """
 
     def __init__(
@@ -174,6 +200,7 @@ class ScriptedLLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         requests_per_minute: int | None = None,
+        refuse_parts: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if embedding_dim < 1:
             raise ValueError("embedding_dim must be at least 1")
@@ -193,6 +220,7 @@ class ScriptedLLMServer:
         self._window: RequestWindow | None = None
         self._rejected = 0
         self._serial = 0
+        self._refused = _refusals(refuse_parts)
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -207,7 +235,8 @@ class ScriptedLLMServer:
         """A server whose rules (and optionally settings) come from a YAML/JSON file or dict.
 
         The script is a list of rules, or a mapping with ``rules`` and any of
-        ``default_reply``, ``latency_s``, ``embedding_dim``, ``requests_per_minute``; keyword
+        ``default_reply``, ``latency_s``, ``embedding_dim``, ``requests_per_minute``,
+        ``refuse_parts``; keyword
         arguments win over the script's settings. Rule fields are those of :class:`Rule`
         (``usage`` included); tool calls are written as ``{name: ..., arguments: {...}}``.
         """
@@ -442,6 +471,14 @@ class ScriptedLLMServer:
     def _chat(self, request: dict[str, Any]) -> dict[str, Any]:
         _check_chat(request)
         messages = request["messages"]
+        refused = self._refused.get(request["model"], self._refused.get("*"))
+        try:
+            check_parts(messages)
+            refusal = refused_part(messages, refused) if refused else None
+        except PartError as error:
+            raise _ApiError(400, str(error), param=error.param) from None
+        if refusal is not None:
+            raise _ApiError(400, str(refusal), param=refusal.param)
         with self._lock:
             rule = self._take_rule(request)
             self._serial += 1
@@ -540,6 +577,29 @@ class ScriptedLLMServer:
                 for name in dict.fromkeys([STAND_IN_MODEL, *named])
             ],
         }
+
+
+def _refusals(
+    refuse_parts: Sequence[str] | Mapping[str, Sequence[str]] | None,
+) -> dict[str, frozenset[str]]:
+    """``refuse_parts`` by model (``"*"``: any other), checked."""
+    if refuse_parts is None:
+        return {}
+    if isinstance(refuse_parts, str) or not isinstance(refuse_parts, Mapping | Sequence):
+        raise ValueError(f"refuse_parts must be a list or a mapping, got {refuse_parts!r}")
+    if not isinstance(refuse_parts, Mapping):
+        refuse_parts = {"*": refuse_parts}
+    refusals = {}
+    for model, kinds in refuse_parts.items():
+        if isinstance(kinds, str) or not isinstance(kinds, Sequence):
+            raise ValueError(f"refuse_parts[{model!r}] must be a list, got {kinds!r}")
+        unknown = set(kinds) - set(REFUSABLE)
+        if unknown:
+            raise ValueError(
+                f"refuse_parts: unknown part types {sorted(unknown)}; use {list(REFUSABLE)}"
+            )
+        refusals[str(model)] = frozenset(kinds)
+    return refusals
 
 
 def _parse_object(raw: bytes) -> dict[str, Any]:
