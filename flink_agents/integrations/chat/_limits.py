@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from flink_agents.api.internal import DOCUMENT_TOKENS, IMAGE_TOKENS, LOW_DETAIL_IMAGE_TOKENS
+
 Pace = Callable[[str, float, float], float]
 """A shared pace: ``pace(kind, advance_ms, now_ms)`` takes the next place of ``kind``
 (``"requests"``, ``"tokens"``) and returns when it starts (``ActionLog.pace``)."""
@@ -155,8 +157,24 @@ class RateLimiter:
 
 def estimate_tokens(request: Mapping[str, Any]) -> int:
     """About how many tokens a chat-completions request will cost, before it is sent: its
-    messages and tools by their length, plus the reply's ``max_tokens`` when it is set."""
+    messages and tools by their length, an image or a document part at the fixed estimate
+    of ``BaseChatModel.estimate_tokens`` (not by the length of its bytes), plus the reply's
+    ``max_tokens`` when it is set."""
     messages: Sequence[Any] = request.get("messages") or ()
-    chars = sum(len(json.dumps(message, ensure_ascii=False)) for message in messages)
+    chars = tokens = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            tokens += sum(_part_tokens(part) for part in content)
+            message = {**message, "content": [p for p in content if p.get("type") == "text"]}
+        chars += len(json.dumps(message, ensure_ascii=False))
     chars += sum(len(json.dumps(tool, ensure_ascii=False)) for tool in request.get("tools") or ())
-    return math.ceil(chars / CHARS_PER_TOKEN) + int(request.get("max_tokens") or 0)
+    return math.ceil(chars / CHARS_PER_TOKEN) + tokens + int(request.get("max_tokens") or 0)
+
+
+def _part_tokens(part: Mapping[str, Any]) -> int:
+    kind = part.get("type")
+    if kind == "image_url":
+        detail = (part.get("image_url") or {}).get("detail")
+        return LOW_DETAIL_IMAGE_TOKENS if detail == "low" else IMAGE_TOKENS
+    return DOCUMENT_TOKENS if kind == "file" else 0

@@ -27,6 +27,7 @@ from flink_agents.api import (
 )
 from flink_agents.api.internal import OutputSchema, import_ref, ref_of
 from flink_agents.integrations.chat._limits import RateLimiter, estimate_tokens
+from flink_agents.integrations.chat._refusal import refusal_text, refused_kinds
 from flink_agents.integrations.chat._retry import (
     RetryPolicy,
     describe,
@@ -35,6 +36,7 @@ from flink_agents.integrations.chat._retry import (
     status_of,
 )
 from flink_agents.integrations.chat._wire import (
+    UnsendablePart,
     message_from_wire,
     messages_to_wire,
     parse_structured,
@@ -193,7 +195,18 @@ class OpenAIChatModel(BaseChatModel):
         tools: Sequence[ToolSpec] | None,
         output_schema: OutputSchema | None,
     ) -> dict[str, Any]:
-        request: dict[str, Any] = {"model": self.model, "messages": messages_to_wire(messages)}
+        try:
+            wire = messages_to_wire(messages)
+        except UnsendablePart as unsendable:
+            raise ChatModelError(
+                f"{self._label()} cannot be sent a {unsendable.kind} part: {unsendable}",
+                model=self.model,
+                host=self.host,
+                attempts=0,
+                status=None,
+                refused_parts=(unsendable.kind,),
+            ) from None
+        request: dict[str, Any] = {"model": self.model, "messages": wire}
         if tools:
             request["tools"] = [tool_to_wire(t) for t in tools]
         if output_schema is not None:
@@ -222,7 +235,7 @@ class OpenAIChatModel(BaseChatModel):
         self._add_usage(usage)
         structured = None
         if output_schema is not None and not message.tool_calls:
-            structured = parse_structured(message.content, output_schema, self.model)
+            structured = parse_structured(message.text, output_schema, self.model)
         return ChatResponse(
             message=message,
             usage=usage,
@@ -251,7 +264,7 @@ class OpenAIChatModel(BaseChatModel):
                         paced.completion = self._client.chat.completions.create(**request)
                     return paced.completion, attempts
         except openai.OpenAIError as error:
-            raise self._gave_up(error, attempts) from error
+            raise self._gave_up(error, attempts, request) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     async def _acreate(self, request: dict[str, Any]) -> tuple[Any, int]:
@@ -275,7 +288,7 @@ class OpenAIChatModel(BaseChatModel):
                         )
                     return paced.completion, attempts
         except openai.OpenAIError as error:
-            raise self._gave_up(error, attempts) from error
+            raise self._gave_up(error, attempts, request) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     @contextlib.contextmanager
@@ -295,15 +308,25 @@ class OpenAIChatModel(BaseChatModel):
     def _label(self) -> str:
         return f"chat model {self.model!r} at {self.host}"
 
-    def _gave_up(self, error: openai.OpenAIError, attempts: int) -> ChatModelError:
+    def _gave_up(
+        self, error: openai.OpenAIError, attempts: int, request: Mapping[str, Any]
+    ) -> ChatModelError:
         status = status_of(error)
+        refused = refused_kinds(error, request["messages"])
+        if refused:
+            message = refusal_text(self._label(), refused, describe(error))
+        else:
+            message = (
+                f"{self._label()} failed after {attempts} attempt{'s' if attempts != 1 else ''}"
+                f"; last status: {status if status is not None else 'none'} ({describe(error)})"
+            )
         return ChatModelError(
-            f"{self._label()} failed after {attempts} attempt{'s' if attempts != 1 else ''}; "
-            f"last status: {status if status is not None else 'none'} ({describe(error)})",
+            message,
             model=self.model,
             host=self.host,
             attempts=attempts,
             status=status,
+            refused_parts=refused,
         )
 
     def descriptor(self) -> ResourceDescriptor:

@@ -8,6 +8,7 @@ server's ``Retry-After`` is honoured up to the maximum wait.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,12 @@ from tenacity import (
 from tenacity.wait import wait_base
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+# What an error's text may quote of the request and must not repeat: inline bytes (a data:
+# URL, a long run of base64) and a URL's query, where signed URLs keep their credentials.
+_DATA_URL = re.compile(r"data:[^\s'\"<>]*")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/=_-]{64,}")
+_URL_QUERY = re.compile(r"(https?://[^\s'\"<>?#]+)[?#][^\s'\"<>]*")
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,16 @@ def describe(error: BaseException, limit: int = 200) -> str:
         text = f"HTTP {error.status_code}: {body.get('message') or error.message}"
     else:
         text = f"{type(error).__name__}: {error}"
+    text = scrub(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def scrub(text: str) -> str:
+    """``text`` without what it may quote of a request's parts: ``data:`` URLs, long runs
+    of base64 and URLs' queries (a signed URL's credentials) become ``...``."""
+    text = _DATA_URL.sub("data:...", text)
+    text = _URL_QUERY.sub(r"\1?...", text)
+    return _BASE64_RUN.sub("...", text)
 
 
 class _WaitRetryAfter(wait_base):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mimetypes
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -11,8 +12,11 @@ from pydantic import BaseModel, ValidationError
 
 from flink_agents.api import (
     ChatMessage,
+    DocumentPart,
+    ImagePart,
     MessageRole,
     StructuredOutputError,
+    TextPart,
     TokenUsage,
     ToolCall,
     ToolSpec,
@@ -23,14 +27,25 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
+class UnsendablePart(Exception):
+    """A part the chat-completions format cannot carry (a document by an http URL)."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+
 def message_to_wire(message: ChatMessage) -> dict[str, Any]:
-    wire: dict[str, Any] = {"role": message.role.value, "content": message.content}
+    content = message.content
+    if not isinstance(content, str):
+        content = [part_to_wire(part) for part in content]
+    wire: dict[str, Any] = {"role": message.role.value, "content": content}
     if message.name and message.role is not MessageRole.TOOL:
         wire["name"] = message.name
     if message.role is MessageRole.TOOL:
         wire["tool_call_id"] = message.tool_call_id
     if message.tool_calls:
-        wire["content"] = message.content or None
+        wire["content"] = content or None
         wire["tool_calls"] = [
             {
                 "id": call.id,
@@ -45,6 +60,37 @@ def message_to_wire(message: ChatMessage) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     return wire
+
+
+def part_to_wire(part: TextPart | ImagePart | DocumentPart) -> dict[str, Any]:
+    """One content part in the chat-completions format: text as ``text``, an image as
+    ``image_url`` (its bytes as a ``data:`` URL), a document as ``file`` (its bytes as
+    ``file_data``, a ``data:`` URL, with a file name).
+
+    Raises:
+        UnsendablePart: a document by an http(s) URL (chat completions take its bytes).
+    """
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        image: dict[str, Any] = {"url": part.url or part.data_url()}
+        if part.detail is not None:
+            image["detail"] = part.detail
+        return {"type": "image_url", "image_url": image}
+    url = part.data_url() or part.url or ""
+    if not url.startswith("data:"):
+        raise UnsendablePart(
+            "document",
+            "chat completions take a document's bytes, not its URL: give DocumentPart(data=...)",
+        )
+    return {"type": "file", "file": {"file_data": url, "filename": _file_name(part, url)}}
+
+
+def _file_name(part: DocumentPart, url: str) -> str:
+    if part.name:
+        return part.name
+    mime_type = part.mime_type or url[5:].split(";", 1)[0].split(",", 1)[0]
+    return "document" + (mimetypes.guess_extension(mime_type) or "")
 
 
 def tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
