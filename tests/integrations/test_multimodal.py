@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import base64
 import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,9 +28,11 @@ from flink_agents.integrations.chat._wire import messages_to_wire
 from flink_agents.runtime import LocalExecutionEnvironment, LocalRunner
 from flink_agents.runtime.action_log.sqlite import SqliteActionLog
 from flink_agents.runtime.journal import ActionJournal
+from flink_agents.testing import clean_environment
 from flink_agents.testing.llm_server import Rule
 from tests.integrations.multimodal_agents import CRASH_ONCE, PDF, PNG, Describes, question_of
 
+REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-multimodal-2468"
 RECORD = {"id": "r1", "question": "What is in this picture?", "image": PNG, "doc": PDF}
 B64_IMAGE = base64.b64encode(PNG).decode()
@@ -233,3 +239,32 @@ def test_a_rate_limits_estimate_counts_parts_at_their_fixed_cost_not_their_bytes
     assert estimate("hi", ImagePart(data=PNG * 1000)) == estimate("hi") + 765
     assert estimate("hi", ImagePart(data=PNG, detail="low")) == estimate("hi") + 85
     assert estimate("hi", DocumentPart(data=PDF * 1000, name="a.pdf")) == estimate("hi") + 1500
+
+
+# --- the README's example -------------------------------------------------------------------
+
+
+def test_the_readme_example_sends_the_receipt_to_the_model(tmp_path, llm_server):
+    llm_server.add_rule(Rule(last_user_contains="total", reply_text="The total is 12.50"))
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    (code,) = [block for block in blocks if "ReadsReceipts" in block]
+    (tmp_path / "receipts.py").write_text(code)
+    (tmp_path / "receipt.png").write_bytes(PNG)
+    env = {
+        **clean_environment(),
+        "OPENAI_BASE_URL": llm_server.base_url,
+        "OPENAI_API_KEY": SECRET,
+        "FLINK_AGENTS_DATA_DIR": str(tmp_path / "data"),
+    }
+    result = subprocess.run(
+        [sys.executable, "receipts.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "['The total is 12.50']"
+    [call] = llm_server.calls
+    assert [(part.type, part.data) for part in call.parts] == [("text", None), ("image_url", PNG)]
