@@ -58,6 +58,9 @@ from flink_agents.api.internal import resolve_output_schema
 
 _MS = timedelta(milliseconds=1)
 
+STRUCTURED_OUTPUT = "structured_output"
+"""The key of a final answer's ``extra_args`` holding its structured output (where agents
+written for Apache Flink Agents read it; ``ChatResponseEvent.structured_output`` too)."""
 CHATS_PATH = "_flink_agents.chats"
 """Sensory-memory object holding the conversations waiting on tool results."""
 
@@ -132,6 +135,9 @@ async def chat_model_action(
         ctx.send_event(request)
         return
 
+    if response.structured is not None:  # also where Apache Flink Agents' actions read it
+        extra = {**message.extra_args, STRUCTURED_OUTPUT: response.structured}
+        message = message.model_copy(update={"extra_args": extra})
     ctx.send_event(
         ChatResponseEvent(
             request_id=session.request_id,

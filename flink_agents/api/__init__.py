@@ -46,7 +46,7 @@ from flink_agents.api._long_term import (
     MemorySetNotFoundError,
     items_for_handoff,
 )
-from flink_agents.api._memory import MemoryObject
+from flink_agents.api._memory import MemoryObject, MemoryRef, MemoryType
 from flink_agents.api._metrics import (
     Counter,
     Gauge,
@@ -120,9 +120,11 @@ __all__ = [
     "MaxStepsExceededError",
     "MemoryObject",
     "MemoryPathError",
+    "MemoryRef",
     "MemorySet",
     "MemorySetItem",
     "MemorySetNotFoundError",
+    "MemoryType",
     "MemoryValueError",
     "MessageRole",
     "Meter",

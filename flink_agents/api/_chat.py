@@ -296,7 +296,7 @@ class ChatMessage(Upgradable):
     """One message of a conversation.
 
     Attributes:
-        role: who wrote it.
+        role: who wrote it (the user, by default).
         content: its text (empty for an assistant message that only calls tools), or a list
             of parts: text, images and documents (``TextPart``, ``ImagePart``,
             ``DocumentPart``). A str in that list is a ``TextPart``, one part alone a list
@@ -308,7 +308,7 @@ class ChatMessage(Upgradable):
             (see ``docs/migrating.md``); never sent to the model.
     """
 
-    role: MessageRole
+    role: MessageRole = MessageRole.USER
     content: str | list[ContentPart] = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
@@ -633,6 +633,8 @@ class ChatRequestEvent(Event):
     call that overran a limit still answers the request if it needs no tools.
     """
 
+    EVENT_TYPE: ClassVar[str | None] = "_chat_request_event"
+
     model: str
     messages: list[ChatMessage]
     tools: list[str] | None = None
@@ -669,6 +671,8 @@ class ChatResponseEvent(Event):
         structured_output: with an ``output_schema``, the answer validated into it.
         usage: tokens used by all model calls of the request.
     """
+
+    EVENT_TYPE: ClassVar[str | None] = "_chat_response_event"
 
     request_id: UUID
     model: str

@@ -197,7 +197,17 @@ class RunnerContext(ABC):
     @property
     @abstractmethod
     def config(self) -> Mapping[str, Any]:
-        """The agent's options from its plan, overlaid with the action's own (read-only)."""
+        """The agent's options from its plan, overlaid with the action's own (read-only; a
+        ``ReadableConfiguration``, with typed getters such as ``get_int``)."""
+
+    @property
+    def action_config(self) -> Mapping[str, Any]:
+        """Apache Flink Agents' name for ``config`` (which includes the action's own)."""
+        return self.config
+
+    def get_action_config_value(self, key: str) -> Any:
+        """``config.get(key)``, by Apache Flink Agents' name."""
+        return self.config.get(key)
 
     @abstractmethod
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -16,6 +16,7 @@ knowledge every runner already has.
 
 from __future__ import annotations
 
+from typing import ClassVar
 from uuid import UUID
 
 from pydantic import Field, model_validator
@@ -40,6 +41,8 @@ class ContextRetrievalRequestEvent(Event):
             own, such as a Qdrant server).
         max_results: at most this many documents, best first.
     """
+
+    EVENT_TYPE: ClassVar[str | None] = "_context_retrieval_request_event"
 
     query: str
     knowledge_set: str | None = Field(None, min_length=1)
@@ -71,6 +74,8 @@ class ContextRetrievalResponseEvent(Event):
         documents: at most ``max_results`` items, best first, each with its ``score`` (the
             cosine similarity to the query: higher is closer); empty when nothing is stored.
     """
+
+    EVENT_TYPE: ClassVar[str | None] = "_context_retrieval_response_event"
 
     request_id: UUID
     query: str

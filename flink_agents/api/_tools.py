@@ -14,7 +14,7 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -322,6 +322,8 @@ class ToolRequestEvent(Event):
         tool_calls: the calls to make, in order.
     """
 
+    EVENT_TYPE: ClassVar[str | None] = "_tool_request_event"
+
     model: str | None = None
     tool_calls: list[ToolCall]
 
@@ -332,6 +334,8 @@ class ToolResponseEvent(Event):
     A call that failed (unknown tool, bad arguments, the tool raised) has ``error`` set and
     the run goes on, so a model can correct itself.
     """
+
+    EVENT_TYPE: ClassVar[str | None] = "_tool_response_event"
 
     request_id: UUID
     results: list[ToolResult]

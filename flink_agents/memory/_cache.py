@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flink_agents.api import MemoryObject
+from flink_agents.api import MemoryObject, MemoryRef, MemoryType
 from flink_agents.memory._buffer import MemoryDelta
 from flink_agents.memory._flat import ROOT, FlatMemory, ObjectMarker, StoredMemoryObject
 from flink_agents.memory._state import StateMap
@@ -56,11 +56,17 @@ class CachedState:
         "_put_all",
         "_removed",
         "_undo",
+        "kind",
         "memory_root",
     )
 
     def __init__(
-        self, base: StateMap, cache: dict[str, Any] | None = None, *, put_all: bool = False
+        self,
+        base: StateMap,
+        cache: dict[str, Any] | None = None,
+        *,
+        put_all: bool = False,
+        kind: MemoryType = MemoryType.SHORT_TERM,
     ) -> None:
         """``put_all``: write several puts with one ``base.put_all(dict)`` (PyFlink's
         MapState in thread mode: one call into the JVM instead of one per key; its process
@@ -74,6 +80,8 @@ class CachedState:
         self._dirty: dict[str, Any] = {}  # key -> value, or _MISSING for a removal
         self._cleared = False
         self._removed = False  # whether a removal may be among the dirty keys
+        self.kind = kind
+        """The memory this state holds (what ``MemoryRef`` s to its fields name)."""
         self.memory_root: MemoryObject | None = None
         """The root memory object over this state, made by ``begin`` and shared by those
         who read and write this state directly (``DirectActionContext``); None until then,
@@ -149,7 +157,7 @@ class CachedState:
         self._undo = {}
         root = self.memory_root
         if root is None:
-            root = self.memory_root = _CachedRoot(FlatMemory(self), ROOT)
+            root = self.memory_root = _CachedRoot(FlatMemory(self, self.kind), ROOT)
         return root
 
     def commit(self) -> bool:
@@ -252,7 +260,7 @@ class _CachedRoot(StoredMemoryObject):
 
     __slots__ = ()
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str | MemoryRef) -> Any:
         state = self.memory.state
         if type(state) is CachedState and type(path) is str:
             # A dotted path is a stored key too: what ``FlatMemory.read`` would read. (A
@@ -262,7 +270,7 @@ class _CachedRoot(StoredMemoryObject):
                 return stored
         return super().get(path)
 
-    def set(self, path: str, value: Any) -> None:
+    def set(self, path: str, value: Any) -> MemoryRef:
         state = self.memory.state
         if type(state) is CachedState and type(value) in IMMUTABLE:
             cache = state._cache
@@ -278,5 +286,5 @@ class _CachedRoot(StoredMemoryObject):
                     undo[path] = (current, state._dirty.get(path, _ABSENT))
                 cache[path] = _NONE if value is None else value
                 state._dirty[path] = value
-                return
-        super().set(path, value)
+                return MemoryRef(state.kind, path)
+        return super().set(path, value)

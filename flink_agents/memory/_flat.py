@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flink_agents.api import MemoryObject, MemoryPathError, MemoryValueError
+from flink_agents.api import (
+    MemoryObject,
+    MemoryPathError,
+    MemoryRef,
+    MemoryType,
+    MemoryValueError,
+)
 from flink_agents.memory._state import StateMap
 from flink_agents.memory._values import IMMUTABLE, checked_copy, copy_out
 
@@ -71,10 +77,12 @@ def split_parent(key: str) -> tuple[str, str]:
 class FlatMemory:
     """Memory operations on absolute keys over any ``StateMap``."""
 
-    __slots__ = ("state",)
+    __slots__ = ("kind", "state")
 
-    def __init__(self, state: StateMap) -> None:
+    def __init__(self, state: StateMap, kind: MemoryType = MemoryType.SHORT_TERM) -> None:
         self.state = state
+        self.kind = kind
+        """The memory it is (what a ``MemoryRef`` to one of its fields names)."""
 
     def root(self) -> StoredMemoryObject:
         return StoredMemoryObject(self, ROOT)
@@ -101,6 +109,8 @@ class FlatMemory:
     # -- writes --------------------------------------------------------------------------
 
     def write_value(self, key: str, value: Any) -> None:
+        if type(value) is ObjectMarker:  # it would read back as an object
+            raise MemoryValueError(f"cannot store ObjectMarker at '{key}': memory's own marker")
         self._write(key, checked_copy(value, key))
 
     def write_object(self, key: str) -> None:
@@ -198,7 +208,7 @@ class StoredMemoryObject(MemoryObject):
         self.memory = memory
         self.key = key
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str | MemoryRef) -> Any:
         if type(path) is str and path and "." not in path:
             # One field, no check needed: ``FlatMemory.read`` inlined (read on every step).
             key = f"{self.key}.{path}" if self.key else path
@@ -209,9 +219,11 @@ class StoredMemoryObject(MemoryObject):
             if kind is ObjectMarker:
                 return StoredMemoryObject(self.memory, key)
             return copy_out(stored)
+        if type(path) is MemoryRef:  # a path from the root
+            return self.memory.read(check_path(path.path))
         return self.memory.read(join(self.key, check_path(path)))
 
-    def set(self, path: str, value: Any) -> None:
+    def set(self, path: str, value: Any) -> MemoryRef:
         if type(value) in IMMUTABLE and type(path) is str and path and "." not in path:
             # A plain value for a field the object already has, which holds no object:
             # the common case, one put (what ``write_value`` would do, without its checks).
@@ -224,7 +236,7 @@ class StoredMemoryObject(MemoryObject):
                 and type(state.get(key)) is not ObjectMarker
             ):
                 state.put(key, value)
-                return
+                return MemoryRef(self.memory.kind, key)
         target = join(self.key, check_path(path))
         if isinstance(value, StoredMemoryObject):
             self.memory.write_copy(target, value)
@@ -234,9 +246,12 @@ class StoredMemoryObject(MemoryObject):
             )
         else:
             self.memory.write_value(target, value)
+        return MemoryRef(self.memory.kind, target)
 
-    def new_object(self, path: str) -> MemoryObject:
+    def new_object(self, path: str, *, overwrite: bool = True) -> MemoryObject:
         target = join(self.key, check_path(path))
+        if not overwrite and self.memory.exists(target) and self.memory.marker(target) is None:
+            raise MemoryPathError(f"'{target}' holds a value, not an object (overwrite=False)")
         self.memory.write_object(target)
         return StoredMemoryObject(self.memory, target)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flink_agents.api import MemoryValueError
+from flink_agents.api import MemoryObject, MemoryValueError
 
 _IMMUTABLE = (type(None), bool, int, float, str, bytes)
 IMMUTABLE = dict.fromkeys(_IMMUTABLE, True)
@@ -21,7 +21,7 @@ time, where a frozenset's has to come back into the CPU's caches first, on every
 of a Flink task (``bench/RESULTS.md``)."""
 _ALLOWED = (
     "memory values must be None, bool, int, float, str, bytes, lists and str-keyed dicts "
-    "of those, or pydantic models"
+    "of those, or objects that pickle (pydantic models, tuples, sets, module-level classes)"
 )
 
 
@@ -55,17 +55,28 @@ def _checked_copy(value: Any, path: str) -> Any:
                 )
             copied[k] = _checked_copy(item, f"{path}.{k}")
         return copied
-    if isinstance(value, BaseModel):
-        return _serialized_copy(value, path)
     if isinstance(value, _IMMUTABLE):  # subclasses such as str enums
         return value
-    raise MemoryValueError(f"cannot store {kind.__name__} at '{path}': {_ALLOWED}")
+    if isinstance(value, MemoryObject):  # a handle on memory, not a value
+        raise MemoryValueError(
+            f"cannot store {kind.__name__} at '{path}': a MemoryObject goes in as a field "
+            "value of its own (set(path, obj)), not inside another value"
+        )
+    if isinstance(value, BaseModel):
+        return _serialized_copy(value, path)
+    try:
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        raise MemoryValueError(
+            f"cannot store {kind.__name__} at '{path}': it does not pickle; {_ALLOWED}"
+        ) from None
 
 
 def _serialized_copy(value: BaseModel, path: str) -> BaseModel:
     """A copy made the way Flink state and the action log store the value (pickle), so a
-    model that cannot be stored there (a field holding a lambda, a socket, a class defined
-    inside a function) is refused here, at ``set``, in every runner alike."""
+    value that cannot be stored there (a lambda, a socket, a class defined inside a
+    function, a model with a field holding one) is refused here, at ``set``, in every
+    runner alike."""
     try:
         return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception as error:
@@ -86,4 +97,4 @@ def copy_out(value: Any) -> Any:
         return {k: copy_out(item) for k, item in value.items()}
     if isinstance(value, BaseModel):
         return value.model_copy(deep=True)
-    return value
+    return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))

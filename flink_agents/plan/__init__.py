@@ -5,7 +5,7 @@ from typing import Any
 
 from flink_agents.api import Agent, PlanError
 from flink_agents.plan._bind import BoundAction, BoundPlan, BoundResource, bind_plan
-from flink_agents.plan._compile import compile_agent
+from flink_agents.plan._compile import agent_plan_data, compile_agent
 from flink_agents.plan._load import (
     load_plan,
     plan_from_json,
@@ -37,6 +37,7 @@ __all__ = [
     "BoundPlan",
     "BoundResource",
     "ResourceSpec",
+    "agent_plan_data",
     "bind_plan",
     "compile_agent",
     "load_plan",

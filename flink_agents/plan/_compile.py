@@ -28,6 +28,25 @@ def compile_agent(agent: type[Agent] | Agent) -> AgentPlan:
     cls = agent if isinstance(agent, type) else type(agent)
     if not issubclass(cls, Agent):
         raise PlanError(f"{cls.__qualname__} is not a subclass of flink_agents.api.Agent")
+    data = agent_plan_data(cls)
+    if not data["actions"]:
+        raise PlanError(
+            "has no actions: decorate static methods with @action(EventType)", agent=data["name"]
+        )
+    plan = validate_plan_data(data)
+    bind_plan(plan)
+    return plan
+
+
+def agent_plan_data(cls: type[Agent]) -> dict[str, Any]:
+    """The plan data (unchecked) of what an ``Agent`` class declares: its ``@action``s, its
+    ``@resource``s and ``@tool``s, its name and config. A class that adds more in code (a
+    ``ReActAgent``, an agent written for Apache Flink Agents) starts from this.
+
+    A resource marker may name a provider of its own (``RESOURCE_ATTR`` as ``(type, args,
+    provider)``): the plan then calls that provider with the marked function's reference as
+    ``declaration``, for declarations that return what to create rather than create it.
+    """
     name = cls.name or cls.__name__
     members: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
@@ -42,8 +61,12 @@ def compile_agent(agent: type[Agent] | Agent) -> AgentPlan:
             events = [_event_ref(t, name, attr) for t in listen_to]
             actions.append({"name": attr, "function": ref, "listen_to": events})
         elif declared is not None:
-            resource_type, args = declared
+            resource_type, args, *provider = declared
             ref = _ref(function, name, resource=attr)
+            if provider and provider[0] is not None:
+                own = provider[0]
+                own = own if isinstance(own, str) else _ref(own, name, resource=attr)
+                args, ref = {**args, "declaration": ref}, own
             resources.append(
                 {"name": attr, "type": resource_type.value, "provider": ref, "args": args}
             )
@@ -57,15 +80,12 @@ def compile_agent(agent: type[Agent] | Agent) -> AgentPlan:
                     "args": {"function": ref},
                 }
             )
-    if not actions:
-        raise PlanError(
-            "has no actions: decorate static methods with @action(EventType)", agent=name
-        )
-    plan = validate_plan_data(
-        {"name": name, "actions": actions, "resources": resources, "config": dict(cls.config)}
-    )
-    bind_plan(plan)
-    return plan
+    return {
+        "name": name,
+        "actions": actions,
+        "resources": resources,
+        "config": dict(cls.config),
+    }
 
 
 def _ref(function: Any, agent: str, **place: str) -> str:

@@ -19,6 +19,7 @@ from flink_agents.api import (
     Knowledge,
     LongTermMemory,
     MemoryObject,
+    MemoryType,
     MetricGroup,
     OutputEvent,
     ResourceType,
@@ -387,7 +388,7 @@ class ActionContext(RunnerContext):
     def sensory_memory(self) -> MemoryObject:
         if self._sensory_root is None:
             self._sensory_buffer = BufferedState(self._sensory)
-            self._sensory_root = FlatMemory(self._sensory_buffer).root()
+            self._sensory_root = FlatMemory(self._sensory_buffer, MemoryType.SENSORY).root()
         return self._sensory_root
 
     @property

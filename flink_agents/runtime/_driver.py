@@ -32,7 +32,7 @@ from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from flink_agents.api import ActionExecutionError, EventScheduled
+from flink_agents.api import ActionExecutionError, EventScheduled, MemoryType
 from flink_agents.memory import CachedState, FlatMemory, StateMap, to_dict
 from flink_agents.runtime._engine import Done, Outcome, Parked, RunEngine, RunState, StepResult
 from flink_agents.runtime._erasure import forget_request_of
@@ -498,7 +498,7 @@ class KeyDriver:
         else:
             if known is None or known.sensory is None:
                 put_all = getattr(state, "batch_puts", False)
-                sensory = CachedState(state.sensory, put_all=put_all)
+                sensory = CachedState(state.sensory, put_all=put_all, kind=MemoryType.SENSORY)
                 short_term = CachedState(state.short_term, put_all=put_all)
                 if known is not None:
                     known.sensory, known.short_term = sensory, short_term

@@ -19,7 +19,6 @@ import inspect
 import time
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import wait
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from flink_agents._ids import input_event_id, new_job_name
@@ -31,6 +30,7 @@ from flink_agents.api import (
     ModelPrice,
     ResourceType,
 )
+from flink_agents.api.configuration import ReadableConfiguration
 from flink_agents.memory import MemoryDelta, StateMap, apply_rebased
 from flink_agents.plan import BoundAction, BoundPlan
 from flink_agents.runtime._call_threads import CallThreads
@@ -188,7 +188,7 @@ class RunEngine(EngineServices, PlainLane, FanOutGroups):
         self._input_actions = plan.actions_for(InputEvent)
         """The actions a run starts with (its ``InputEvent``'s), in plan order."""
         self._configs = {
-            a.name: MappingProxyType({**plan.plan.config, **a.config}) for a in plan.actions
+            a.name: ReadableConfiguration({**plan.plan.config, **a.config}) for a in plan.actions
         }
         self._parallel = frozenset(
             a.name

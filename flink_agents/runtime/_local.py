@@ -549,9 +549,13 @@ class LocalAgentBuilder(AgentBuilder):
         key_selector: KeySelector,
         options: AgentOptions,
         keyed_signals: list[tuple[Any, Event]] | None = None,
+        *,
+        keyed: bool = False,
     ) -> None:
         self._records = records
         self._options = options
+        self._keyed = keyed
+        """Whether records come as ``(key, record)`` pairs (``from_keyed_list``)."""
         self._key_of = key_function(key_selector)
         self._signals: list[tuple[Iterable[Any], Callable[[Any], Any], type | None]] = []
         self._keyed_signals = keyed_signals if keyed_signals is not None else []
@@ -623,6 +627,9 @@ class LocalAgentBuilder(AgentBuilder):
             return runner
         try:
             for record in self._records:
+                if self._keyed:
+                    runner.feed(*record)
+                    continue
                 try:
                     key, value = keyed_input(self._key_of, record)
                 except BadRecord as error:  # bad input, whatever the error policy
@@ -674,6 +681,12 @@ class LocalExecutionEnvironment(AgentsExecutionEnvironment):
     def from_list(self, records: Iterable[Any], key_selector: KeySelector = None) -> AgentBuilder:
         return LocalAgentBuilder(records, key_selector, self.options, self._signals)
 
+    def from_keyed_list(self, pairs: Iterable[tuple[Any, Any]]) -> AgentBuilder:
+        """Use ``(key, record)`` pairs as the input: each record runs under its key, as a
+        keyed Flink stream's would (for inputs whose key is not a function of the record)."""
+        pairs = [_pair(item) for item in pairs]
+        return LocalAgentBuilder(pairs, None, self.options, self._signals, keyed=True)
+
     def signal(self, key: Any, event: Event) -> None:
         """A signal for ``key`` (``ctx.wait_for``; see ``AgentBuilder.with_signals``): each
         input of this environment that has not run yet gets it after its records and its
@@ -694,6 +707,16 @@ class LocalExecutionEnvironment(AgentsExecutionEnvironment):
             "reads Python records: from_list(rows) with each row a dict of column -> value is "
             "what the agent would see"
         )
+
+
+def _pair(item: Any) -> tuple[Any, Any]:
+    if not (isinstance(item, tuple) and len(item) == 2):
+        raise FlinkAgentsError(f"from_keyed_list takes (key, record) pairs, got {item!r:.100}")
+    try:
+        hash(item[0])
+    except TypeError:
+        raise FlinkAgentsError(f"key {item[0]!r:.100} is not hashable") from None
+    return item
 
 
 def local_journal(options: AgentOptions) -> ActionJournal | None:

@@ -5,6 +5,8 @@ A resource that offers tools and prompts under their own names (an MCP server: `
 tool or prompt name that is not declared is looked up among the servers and skills the plan
 declares (creating them), and must be offered by exactly one.
 ``close`` closes every created resource that has a ``close`` method (an MCP server's session).
+A resource that uses others (a chat model naming its connection) has a ``bind_resources``
+method: it is called once, on creation, with this cache's ``get``, for later lookups.
 
 Environment references in a resource's args (``{"env": NAME}`` or ``"${env:NAME}"``, see
 ``flink_agents.api._resources``) are resolved here, at creation and nowhere else, so the
@@ -81,6 +83,9 @@ class ResourceCache:
                     ) from (None if secrets else error)
                 if isinstance(instance, ToolSet | PromptSet):
                     instance.name = name  # it names itself by it in its errors
+                bind = getattr(instance, "bind_resources", None)
+                if callable(bind):  # it uses others: it gets them through us, when it needs
+                    bind(self.get)
                 if self.on_created is not None:
                     self.on_created(name, instance)
                 self._instances[name] = instance

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flink_agents.api import MemoryObject, MemoryPathError
+from flink_agents.api import MemoryObject, MemoryPathError, MemoryRef, MemoryType
 from flink_agents.memory import BufferedState, DictState, FlatMemory, ObjectMarker
 
 SEGMENTS = ("a", "b", "c")
@@ -53,8 +53,9 @@ class Model:
         parent = self._parent(path, create=False)
         return parent is not None and path.rpartition(".")[2] in parent
 
-    def set(self, path: str, value: Any) -> None:
+    def set(self, path: str, value: Any) -> MemoryRef:
         self._parent(path, create=True)[path.rpartition(".")[2]] = copy.deepcopy(value)
+        return MemoryRef(MemoryType.SHORT_TERM, path)
 
     def delete(self, path: str) -> bool:
         if not self.is_exist(path):

@@ -1,0 +1,1 @@
+"""Agents under Apache Flink Agents' module paths (``docs/migrating.md``)."""

@@ -1,0 +1,1 @@
+"""Chat models under Apache Flink Agents' module paths (``docs/migrating.md``)."""

@@ -1,0 +1,1 @@
+"""Embedding models under Apache Flink Agents' module paths (``docs/migrating.md``)."""

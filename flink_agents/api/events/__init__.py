@@ -1,0 +1,1 @@
+"""Events under Apache Flink Agents' module paths (``docs/migrating.md``)."""

@@ -1,0 +1,1 @@
+"""Long-term memory under Apache Flink Agents' module paths (``docs/migrating.md``)."""

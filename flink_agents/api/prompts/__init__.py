@@ -1,0 +1,1 @@
+"""Prompts under Apache Flink Agents' module paths (``docs/migrating.md``)."""

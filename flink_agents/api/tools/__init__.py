@@ -1,0 +1,1 @@
+"""Tools under Apache Flink Agents' module paths (``docs/migrating.md``)."""

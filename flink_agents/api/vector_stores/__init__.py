@@ -1,0 +1,1 @@
+"""Vector stores under Apache Flink Agents' module paths (``docs/migrating.md``)."""
