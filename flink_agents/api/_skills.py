@@ -217,6 +217,11 @@ class _SkillTool(Tool):
     def metadata(self) -> ToolSpec:
         return self._spec
 
+    @property
+    def skills(self) -> Skills:
+        """The skills this tool reads."""
+        return self._skills
+
     def _text(self, arguments: Mapping[str, Any], key: str) -> str:
         value = arguments.get(key) if isinstance(arguments, Mapping) else None
         if not isinstance(value, str) or not value:

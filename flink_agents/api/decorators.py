@@ -75,6 +75,7 @@ embedding_model_setup = _declaration(ResourceType.EMBEDDING_MODEL, "_is_embeddin
 prompt = _declaration(ResourceType.PROMPT, "_is_prompt")
 vector_store = _declaration(ResourceType.VECTOR_STORE, "_is_vector_store")
 mcp_server = _declaration(ResourceType.MCP_SERVER, "_is_mcp_server")
+skills = _declaration(ResourceType.SKILLS, "_is_skills")
 
 
 def tool(func: Any) -> Any:
@@ -99,6 +100,7 @@ __all__ = [
     "java_resource",
     "mcp_server",
     "prompt",
+    "skills",
     "tool",
     "vector_store",
 ]

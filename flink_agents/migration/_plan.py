@@ -15,14 +15,14 @@ from flink_agents.api import (
     Tool,
     env_ref,
 )
+from flink_agents.api.decorators import DECLARED_RESOURCE
 from flink_agents.api.internal import RefError, import_ref, is_env_ref, ref_of
-from flink_agents.migration._resources import check_class, declared_resource
+from flink_agents.migration._resources import check_class
 from flink_agents.plan import AgentPlan, agent_plan_data, bind_plan, to_plan, validate_plan_data
 
 SECRET_ARGUMENTS = ("api_key", "token", "password", "secret")
 """Argument names whose literal values never go into a plan."""
 
-_DECLARED = ref_of(declared_resource)
 
 
 def plan_of(agent: Any) -> AgentPlan:
@@ -49,7 +49,7 @@ def extend_plan(data: dict[str, Any], agent: Any) -> AgentPlan:
     if not data["actions"]:
         raise PlanError("has no actions: decorate static methods with @action(...)", agent=name)
     for resource in data["resources"]:
-        if resource["provider"] == _DECLARED:
+        if resource["provider"] == DECLARED_RESOURCE:
             _check_declaration(name, resource)
     plan = validate_plan_data(data)
     bind_plan(plan)

@@ -33,6 +33,8 @@ from flink_agents.api import (
     ToolSpec,
 )
 from flink_agents.api.internal import OutputSchema, import_ref
+from flink_agents.api.skills import LOAD_SKILL_TOOL as LOAD_SKILL
+from flink_agents.api.skills import READ_SKILL_FILE_TOOL as READ_SKILL_FILE
 
 ResourceLookup = Callable[[str, ResourceType], Any]
 
@@ -283,7 +285,16 @@ class ChatModelConnection:
 
 
 _SETTINGS = {"temperature": "temperature", "max_tokens": "max_tokens"}
-_IGNORED = {"num_ctx", "keep_alive", "think", "strict", "request_timeout", "logprobs"}
+_IGNORED = {
+    "num_ctx",
+    "keep_alive",
+    "think",
+    "strict",
+    "request_timeout",
+    "logprobs",
+    "top_logprobs",
+    "allowed_commands",
+}
 """Setup arguments with no counterpart in an OpenAI-compatible request made here; they change
 nothing (``docs/migrating.md``)."""
 
@@ -297,6 +308,9 @@ class ChatModelSetup(BaseChatModel):
         model: the model's name at that provider.
         prompt: a ``Prompt``, or the name of a prompt resource.
         tools: names of tool resources offered when a request names none.
+        skills: names of skills (their 0.3): the agent's skills resource's tools are offered
+            and its summary follows the prompt's system messages (all its skills: a subset
+            is not picked).
         extract_reasoning: take ``<think>`` blocks out of replies (into the message's
             ``extra_args["reasoning"]``).
         additional_kwargs: more request fields, sent as they are.
@@ -309,6 +323,7 @@ class ChatModelSetup(BaseChatModel):
         model: str | None = None,
         prompt: Prompt | str | Mapping[str, Any] | None = None,
         tools: Sequence[str] | None = None,
+        skills: Sequence[str] | None = None,
         extract_reasoning: bool = False,
         additional_kwargs: Mapping[str, Any] | None = None,
         **settings: Any,
@@ -319,6 +334,9 @@ class ChatModelSetup(BaseChatModel):
         self.model_name = model
         self.prompt = Prompt.model_validate(prompt) if isinstance(prompt, Mapping) else prompt
         self.tools = tuple(tools or ())
+        self.skills = tuple(skills or ())
+        if self.skills:
+            self.tools += tuple(t for t in (LOAD_SKILL, READ_SKILL_FILE) if t not in self.tools)
         self.extract_reasoning = extract_reasoning
         self._settings: dict[str, Any] = {}
         extra = dict(additional_kwargs or {})
@@ -366,20 +384,23 @@ class ChatModelSetup(BaseChatModel):
         return self._get_resource(name, kind)
 
     def prompted(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-        """``messages`` behind this setup's prompt, filled with their ``extra_args``; the
-        messages with no text (but an assistant's) are dropped, as Apache Flink Agents
-        does."""
-        if self.prompt is None:
-            return list(messages)
-        prompt = self.prompt
-        if isinstance(prompt, str):
-            prompt = self._resource(prompt, ResourceType.PROMPT)
-        variables: dict[str, Any] = {}
-        for message in messages:
-            variables.update({k: str(v) for k, v in message.extra_args.items()})
-        formatted = prompt.format_messages(**variables)
-        kept = [m for m in messages if m.content or m.role is MessageRole.ASSISTANT]
-        return [*formatted, *kept]
+        """``messages`` behind this setup's prompt, filled with their ``extra_args`` (the
+        messages with no text, but an assistant's, are dropped, as Apache Flink Agents
+        does), and with its skills' summary after the leading system messages."""
+        prompted = list(messages)
+        if self.prompt is not None:
+            prompt = self.prompt
+            if isinstance(prompt, str):
+                prompt = self._resource(prompt, ResourceType.PROMPT)
+            variables: dict[str, Any] = {}
+            for message in messages:
+                variables.update({k: str(v) for k, v in message.extra_args.items()})
+            kept = [m for m in messages if m.content or m.role is MessageRole.ASSISTANT]
+            prompted = [*prompt.format_messages(**variables), *kept]
+        if self.skills:
+            offering = self._resource(LOAD_SKILL, ResourceType.TOOL)
+            prompted = offering.skills.add_summary(prompted)
+        return prompted
 
     @durable_name("flink_agents.migration:ChatModelSetup.chat")
     def chat(

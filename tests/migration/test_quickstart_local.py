@@ -17,19 +17,22 @@ def stand_in(monkeypatch, llm_server):
 
 def test_review_agent_with_connection_setup_prompt_and_tool(stand_in):
     stand_in.add_rule(
-        Rule(after_tool="notify_shipping_manager", reply_text=json.dumps({"score": 2, "reasons": ["shipping"]}))
+        Rule(
+            after_tool="notify_shipping_manager",
+            reply_text=json.dumps({"score": 2, "reasons": ["shipping"]}),
+        )
     )
     stand_in.add_rule(
         Rule(
             last_user_contains="box arrived crushed",
             reply_tool_calls=[
-                ToolCallSpec("notify_shipping_manager", {"id": "p1", "review": "box arrived crushed"})
+                ToolCallSpec(
+                    "notify_shipping_manager", {"id": "p1", "review": "box arrived crushed"}
+                )
             ],
         )
     )
-    stand_in.add_rule(
-        Rule(reply_text='<think>fine</think>{"score": 5, "reasons": []}')
-    )
+    stand_in.add_rule(Rule(reply_text='<think>fine</think>{"score": 5, "reasons": []}'))
     env = AgentsExecutionEnvironment.get_execution_environment()
     records = [
         {"key": "p1", "value": agents.Review(id="p1", review="box arrived crushed")},
@@ -52,9 +55,11 @@ def test_review_agent_with_connection_setup_prompt_and_tool(stand_in):
 def test_memory_refs_sets_and_extra_event_fields():
     env = AgentsExecutionEnvironment.get_execution_environment()
     env.get_config().set_int("step", 7)
-    outputs = env.from_list([{"key": "k", "value": v} for v in ("a", "b", "a")]).apply(
-        agents.CounterAgent()
-    ).to_list()
+    outputs = (
+        env.from_list([{"key": "k", "value": v} for v in ("a", "b", "a")])
+        .apply(agents.CounterAgent())
+        .to_list()
+    )
     env.execute()
     assert outputs == [
         {"k": (1, "extra fields are kept", 7)},

@@ -1,0 +1,176 @@
+"""Apache Flink Agents' API surface over ours: decorators, descriptors and their resource
+names, secrets, unsupported providers, configuration, prompts and tools."""
+
+import pytest
+
+from flink_agents.api import PlanError
+from flink_agents.api.agents.agent import Agent
+from flink_agents.api.configuration import Configuration
+from flink_agents.api.core_options import AgentExecutionOptions, ErrorHandlingStrategy
+from flink_agents.api.decorators import action, chat_model_setup, tool
+from flink_agents.api.events.event import InputEvent
+from flink_agents.api.execution_environment import AgentsExecutionEnvironment
+from flink_agents.api.prompts.prompt import Prompt
+from flink_agents.api.resource import ResourceDescriptor, ResourceName, ResourceType
+from flink_agents.api.tools.tool import Tool, ToolMetadata
+from flink_agents.api.tools.utils import create_schema_from_function
+from flink_agents.migration import runner_options
+from tests.migration import surface_agents as agents
+
+SECRET = "sk-migration-surface-7731"
+
+
+def test_decorators_leave_their_markers():
+    @action(InputEvent, "Custom")
+    def act(event, ctx):
+        pass
+
+    @tool
+    def look(q: str) -> str:
+        return q
+
+    @chat_model_setup
+    def setup():
+        pass
+
+    assert act._listen_events == (InputEvent, "Custom")
+    assert look._is_tool and setup._is_chat_model_setup
+    with pytest.raises(AssertionError):
+        action()
+    with pytest.raises(AssertionError):
+        action(int)
+
+
+def test_a_descriptor_names_its_class_and_compares_by_content():
+    one = ResourceDescriptor(clazz=ResourceName.ChatModel.OLLAMA_SETUP, model="m", connection="c")
+    two = ResourceDescriptor(
+        target_module="flink_agents.integrations.chat_models.ollama_chat_model",
+        target_clazz="OllamaChatModelSetup",
+        arguments={"model": "m"},
+        connection="c",
+    )
+    assert one == two and hash(one) == hash(two)
+    assert one.arguments == {"model": "m", "connection": "c"}
+    assert one.type is ResourceType.CHAT_MODEL
+    with pytest.raises(ValueError, match="fully qualified name"):
+        ResourceDescriptor(model="m")
+
+
+def test_a_secret_given_by_value_goes_into_the_plan_as_an_environment_reference(monkeypatch):
+    monkeypatch.setenv("SURFACE_OPENAI_KEY", SECRET)
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.add_resource(
+        "openai",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ResourceDescriptor(clazz=ResourceName.ChatModel.OPENAI_CONNECTION, api_key=SECRET),
+    )
+    agent = agents.Empty().add_action("echo", [InputEvent], agents.echo)
+    builder = env.from_list([{"key": 1, "value": "x"}]).apply(agent)
+    plan = builder.inner.runner.plan
+    assert SECRET not in plan.model_dump_json()
+    (openai,) = [r for r in plan.resources if r.name == "openai"]
+    assert openai.args["api_key"] == {"env": "SURFACE_OPENAI_KEY"}
+
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.add_resource(
+        "openai",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ResourceDescriptor(clazz=ResourceName.ChatModel.OPENAI_CONNECTION, api_key="sk-nowhere"),
+    )
+    with pytest.raises(PlanError, match="would write a secret into the plan") as caught:
+        env.from_list([]).apply(agents.Empty().add_action("echo", [InputEvent], agents.echo))
+    assert "sk-nowhere" not in str(caught.value)
+
+
+def test_providers_we_do_not_carry_fail_when_the_plan_is_built_naming_what_to_use():
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    with pytest.raises(PlanError, match="Anthropic's own API is not supported here: use "):
+        env.from_list([]).apply(agents.Anthropic())
+    with pytest.raises(PlanError, match="Java resource"):
+        env.from_list([]).apply(agents.UsesJava())
+    java = ResourceDescriptor(clazz=ResourceName.ChatModel.Java.OLLAMA_SETUP, model="m")
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.add_resource("m", ResourceType.CHAT_MODEL, java)
+    with pytest.raises(PlanError, match="is a Java resource"):
+        env.from_list([]).apply(agents.Empty().add_action("echo", [InputEvent], agents.echo))
+
+
+def test_an_agent_built_in_code_with_action_config():
+    agent = Agent().add_action("echo", [InputEvent], agents.echo, suffix="!")
+    with pytest.raises(ValueError, match="already defined"):
+        agent.add_action("echo", [InputEvent], agents.echo)
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    outputs = env.from_list([{"key": "a", "value": 1}, {"value": 2}]).apply(agent).to_list()
+    env.execute()
+    assert outputs[0] == {"a": (1, "!")}
+    ((_, value),) = outputs[1].items()
+    assert value == (2, "!")  # a record without a key runs under a key of its own
+    with pytest.raises(PlanError, match="has no actions"):
+        AgentsExecutionEnvironment.get_execution_environment().from_list([]).apply(Agent())
+
+
+def test_their_options_configure_the_runner():
+    config = Configuration()
+    config.set(AgentExecutionOptions.ERROR_HANDLING_STRATEGY, ErrorHandlingStrategy.IGNORE)
+    config.set(AgentExecutionOptions.MAX_RETRIES, 2)
+    config.set(AgentExecutionOptions.CHAT_ASYNC, False)
+    config.set_str("greeting", "hi")
+    config.set("num-async-threads", 8)
+    assert runner_options(config) == (
+        {"error-policy": "error-output", "retry-max-attempts": 3, "num-async-threads": 8},
+        {"greeting": "hi"},
+    )
+    assert config.get(AgentExecutionOptions.MAX_RETRIES) == 2
+    assert config.get(AgentExecutionOptions.ERROR_HANDLING_STRATEGY) is ErrorHandlingStrategy.IGNORE
+    assert config.get_bool("missing", True) is True
+    config.set_str("flag", "true")
+    assert config.get_bool("flag") is True
+
+
+def test_ignore_sends_a_failing_run_to_the_error_output():
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.get_config().set(
+        AgentExecutionOptions.ERROR_HANDLING_STRATEGY, ErrorHandlingStrategy.IGNORE
+    )
+    agent = agents.Empty().add_action("fail", [InputEvent], agents.fail)
+    builder = env.from_list([{"key": "k", "value": "way"}]).apply(agent)
+    outputs = builder.to_list()
+    env.execute()
+    assert outputs == []
+    (error,) = builder.inner.error_stream()
+    assert error["kind"] == "failed_run" and "no way" in str(error)
+
+
+def test_their_prompt_fills_leniently():
+    prompt = Prompt.from_text("Hello {name}, {{literal}} and {missing}")
+    assert prompt.format_string(name="Ann") == "Hello Ann, {{literal}} and {missing}"
+    (message,) = prompt.format_messages(name="Ann")
+    assert message.role.value == "system"
+
+
+def test_tools_and_their_metadata():
+    def lookup(city: str, days: int = 1) -> str:
+        """Look up the weather.
+
+        Args:
+            city: where.
+            days: how many days.
+        """
+        return city
+
+    function_tool = Tool.from_callable(lookup)
+    assert function_tool.metadata.name == "lookup"
+    schema = create_schema_from_function("lookup", lookup)
+    metadata = ToolMetadata(name="lookup", description="Look up the weather.", args_schema=schema)
+    assert metadata.get_parameters_dict()["required"] == ["city"]
+    spec = metadata.to_spec().parameters
+    assert spec["properties"] == function_tool.metadata.parameters["properties"]
+    unknown = ResourceDescriptor(clazz="no.such.module.Thing")
+    with pytest.raises(ImportError):
+        unknown.clazz  # noqa: B018
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.add_resource("thing", ResourceType.CUSTOM, unknown)
+    with pytest.raises(
+        PlanError, match=r"resource class 'no\.such\.module\.Thing' cannot be imported"
+    ):
+        env.from_list([]).apply(agents.Empty().add_action("echo", [InputEvent], agents.echo))

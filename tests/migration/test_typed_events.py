@@ -1,0 +1,58 @@
+"""Agents of Apache Flink Agents 0.3's string-typed event API, with skills, on the local
+runner: routed by type string, their events surviving pickling, the model seeing the
+skills' summary and reading one through durable tool calls."""
+
+import pickle
+
+import pytest
+
+from flink_agents.api.events.event import Event, InputEvent, typed_event_class
+from flink_agents.api.execution_environment import AgentsExecutionEnvironment
+from flink_agents.testing.llm_server import Rule, ToolCallSpec
+from tests.migration import typed_agents as agents
+
+SECRET = "sk-migration-typed-5150"
+
+
+def test_an_event_of_a_type_string_is_routed_by_it_and_pickles_as_itself():
+    event = Event(type="Done", attributes={"n": 1})
+    assert type(event) is typed_event_class("Done")
+    assert event.get_type() == "Done" and event.get_attr("n") == 1
+    again = pickle.loads(pickle.dumps(event))
+    assert type(again) is type(event) and again == event
+    assert typed_event_class(InputEvent.EVENT_TYPE) is InputEvent
+    with pytest.raises(TypeError):
+        InputEvent.from_event(event)
+
+
+def test_typed_actions_and_skills_through_a_setup(monkeypatch, llm_server):
+    monkeypatch.setenv(agents.STAND_IN, llm_server.base_url.removesuffix("/v1"))
+    monkeypatch.setenv("MIGRATION_API_KEY", SECRET)
+    llm_server.add_rule(Rule(after_tool="read_skill_file", reply_text="12 inches"))
+    llm_server.add_rule(
+        Rule(
+            after_tool="load_skill",
+            reply_tool_calls=[
+                ToolCallSpec(
+                    "read_skill_file", {"name": "unit-converter", "path": "references/factors.md"}
+                )
+            ],
+        )
+    )
+    llm_server.add_rule(
+        Rule(reply_tool_calls=[ToolCallSpec("load_skill", {"name": "unit-converter"})])
+    )
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    outputs = (
+        env.from_list([{"key": "q", "value": "1 foot in inches?"}])
+        .apply(agents.TypedAgent())
+        .to_list()
+    )
+    env.execute()
+    assert outputs == [{"q": "12 inches"}]
+    first = llm_server.calls[0].request
+    system = "\n".join(m["content"] for m in first["messages"] if m["role"] == "system")
+    assert "unit-converter" in system and "haiku-writer" in system  # names and descriptions
+    assert "Find the factor" not in str(first)  # the body only once the model loads it
+    assert "Find the factor" in str(llm_server.calls[1].request)
+    assert {t["function"]["name"] for t in first["tools"]} == {"load_skill", "read_skill_file"}
