@@ -33,7 +33,11 @@ class MemoryRef:
 
     __slots__ = ("memory_type", "path")
 
-    def __init__(self, memory_type: MemoryType | str, path: str) -> None:
+    def __init__(
+        self, memory_type: MemoryType | str = MemoryType.SHORT_TERM, path: str = ""
+    ) -> None:
+        if not path:
+            raise ValueError("a MemoryRef needs the path of a field")
         self.memory_type = MemoryType(memory_type)
         self.path = path
 
@@ -116,10 +120,12 @@ class MemoryObject(ABC):
 
     @abstractmethod
     def new_object(self, path: str, *, overwrite: bool = True) -> MemoryObject:
-        """Create an empty object at ``path`` (replacing what was there) and return it.
+        """Create an empty object at ``path`` (replacing what was there, as ``set`` does:
+        seed 001) and return it.
 
         Raises:
-            MemoryPathError: ``overwrite`` is False and ``path`` holds a plain value.
+            MemoryPathError: ``path`` holds a plain value and ``overwrite`` is False (the
+                default of Apache Flink Agents, whose agents pass it).
         """
 
     @abstractmethod

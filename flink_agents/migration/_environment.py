@@ -93,12 +93,19 @@ class MigratingEnvironment(AgentsExecutionEnvironment):
         return self
 
     def from_list(self, input: list[dict[str, Any]]) -> MigratingBuilder:
+        """The local input: read when ``execute()`` runs (records appended until then
+        count), one per environment as there."""
         if not hasattr(self.inner, "from_keyed_list"):
-            raise FlinkAgentsError(
+            raise MigrationUsageError(
                 "from_list of key/value records runs on the local environment: "
                 "get_execution_environment() without a StreamExecutionEnvironment"
             )
-        builder = MigratingBuilder(self, records=[_key_value(r) for r in input])
+        if self._builders:
+            raise MigrationUsageError(
+                "this local environment already has its input (one from_list each, as in "
+                "Apache Flink Agents); create another environment"
+            )
+        builder = MigratingBuilder(self, records=_KeyValues(input))
         self._builders.append(builder)
         return builder
 
@@ -112,7 +119,7 @@ class MigratingEnvironment(AgentsExecutionEnvironment):
 
     def execute(self) -> None:
         if self._executed:
-            raise FlinkAgentsError("this environment has already executed")
+            raise MigrationUsageError("this environment has already executed")
         self._executed = True
         flink_env = getattr(self.inner, "env", None)
         if flink_env is not None:
@@ -136,7 +143,7 @@ class MigratingBuilder(AgentBuilder):
         self,
         environment: MigratingEnvironment,
         *,
-        records: list[tuple[Any, Any]] | None = None,
+        records: _KeyValues | None = None,
         inner: Any = None,
     ) -> None:
         self._environment = environment
@@ -144,10 +151,12 @@ class MigratingBuilder(AgentBuilder):
         self.inner = inner
         """Our builder (``error_stream()``, ``memory_stream()``, ... are there)."""
         self._outputs: list[dict[str, Any]] = []
+        self._applied = False
 
     def apply(self, agent: Any) -> MigratingBuilder:
-        if self.inner is not None and self._records is None and _applied(self.inner):
-            raise FlinkAgentsError("an agent is already applied to this input")
+        if self._applied:
+            raise MigrationUsageError("an agent is already applied to this input")
+        self._applied = True
         config = self._environment.configure()
         plan = with_shared(agent, self._environment.resources)
         if config:
@@ -182,6 +191,20 @@ class MigratingBuilder(AgentBuilder):
         return self.inner
 
 
+class MigrationUsageError(FlinkAgentsError, RuntimeError):
+    """A use of the environment Apache Flink Agents refuses with a ``RuntimeError``."""
+
+
+class _KeyValues:
+    """``(key, value)`` pairs of ``{"key": ..., "value": ...}`` records, read as iterated."""
+
+    def __init__(self, records: list[Any]) -> None:
+        self._records = records
+
+    def __iter__(self) -> Any:
+        return (_key_value(record) for record in self._records)
+
+
 def _key_value(record: Any) -> tuple[Any, Any]:
     if not isinstance(record, Mapping):
         raise FlinkAgentsError(f"from_list takes dicts with a 'value', got {record!r:.100}")
@@ -206,10 +229,6 @@ def _key_function(key_selector: Any) -> Any:
     raise FlinkAgentsError(
         f"key_selector must be a KeySelector or a function, got {key_selector!r}"
     )
-
-
-def _applied(inner: Any) -> bool:
-    return getattr(inner, "_plan", None) is not None or getattr(inner, "runner", None) is not None
 
 
 def _rebound(data: dict[str, Any]) -> Any:

@@ -683,9 +683,10 @@ class LocalExecutionEnvironment(AgentsExecutionEnvironment):
 
     def from_keyed_list(self, pairs: Iterable[tuple[Any, Any]]) -> AgentBuilder:
         """Use ``(key, record)`` pairs as the input: each record runs under its key, as a
-        keyed Flink stream's would (for inputs whose key is not a function of the record)."""
-        pairs = [_pair(item) for item in pairs]
-        return LocalAgentBuilder(pairs, None, self.options, self._signals, keyed=True)
+        keyed Flink stream's would (for inputs whose key is not a function of the record).
+        ``pairs`` is read when the input runs."""
+        checked = (_pair(item) for item in pairs)  # (a list's iterator sees later items)
+        return LocalAgentBuilder(checked, None, self.options, self._signals, keyed=True)
 
     def signal(self, key: Any, event: Event) -> None:
         """A signal for ``key`` (``ctx.wait_for``; see ``AgentBuilder.with_signals``): each

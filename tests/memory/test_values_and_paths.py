@@ -710,3 +710,17 @@ def test_one_field_writes_still_refuse_bad_paths_and_values() -> None:
     with pytest.raises(MemoryValueError):
         root.set("x", threading.Lock())
     assert root.get("x") == 1
+
+
+def test_new_object_without_overwrite_refuses_a_plain_value() -> None:
+    """Apache Flink Agents' agents call ``new_object(path, overwrite=False)`` (their default)."""
+    _, root = new_memory()
+    root.set("v", [1])
+    root.new_object("o").set("x", 1)
+    with pytest.raises(MemoryPathError, match=r"'v' holds a value, not an object"):
+        root.new_object("v", overwrite=False)
+    assert root.get("v") == [1]
+    assert root.new_object("o", overwrite=False).get_field_names() == []
+    ref = root.set("o.y", 2)
+    assert (ref.memory_type, ref.path) == ("short_term", "o.y")
+    assert root.get(ref) == 2

@@ -87,12 +87,39 @@ def test_providers_we_do_not_carry_fail_when_the_plan_is_built_naming_what_to_us
     with pytest.raises(PlanError, match="Anthropic's own API is not supported here: use "):
         env.from_list([]).apply(agents.Anthropic())
     with pytest.raises(PlanError, match="Java resource"):
-        env.from_list([]).apply(agents.UsesJava())
+        AgentsExecutionEnvironment.get_execution_environment().from_list([]).apply(
+            agents.UsesJava()
+        )
     java = ResourceDescriptor(clazz=ResourceName.ChatModel.Java.OLLAMA_SETUP, model="m")
     env = AgentsExecutionEnvironment.get_execution_environment()
     env.add_resource("m", ResourceType.CHAT_MODEL, java)
     with pytest.raises(PlanError, match="is a Java resource"):
         env.from_list([]).apply(agents.Empty().add_action("echo", [InputEvent], agents.echo))
+
+
+def test_what_their_local_environment_refuses_is_a_runtime_error():
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    builder = env.from_list([{"key": 1, "value": "a"}])
+    with pytest.raises(RuntimeError, match="already has its input"):
+        env.from_list([])
+    agent = agents.Empty().add_action("echo", [InputEvent], agents.echo)
+    outputs = builder.apply(agent).to_list()
+    with pytest.raises(RuntimeError, match="already applied"):
+        builder.apply(agent)
+    env.execute()
+    with pytest.raises(RuntimeError, match="already executed"):
+        env.execute()
+    assert outputs == [{1: ("a", None)}]
+
+
+def test_records_added_to_the_input_before_execute_count():
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    records = [{"key": "a", "value": 1}]
+    agent = agents.Empty().add_action("echo", [InputEvent], agents.echo)
+    outputs = env.from_list(records).apply(agent).to_list()
+    records.append({"key": "b", "value": 2})
+    env.execute()
+    assert outputs == [{"a": (1, None)}, {"b": (2, None)}]
 
 
 def test_an_agent_built_in_code_with_action_config():
