@@ -105,7 +105,7 @@ class Point:
     ids=["tuple", "set", "frozenset", "object", "bytearray", "nested object"],
 )
 def test_picklable_values_are_stored_as_copies(value: Any) -> None:
-    state, root = new_memory()
+    _, root = new_memory()
     ref = root.set("x.y", value)
     got = root.get("x.y")
     assert got == value and type(got) is type(value)
