@@ -162,6 +162,8 @@ FROZEN_NAMES = {
     "flink_agents.memory.long_term._sets:StoredMemorySet.search",
     "flink_agents.migration:ChatModelSetup.chat",
     "flink_agents.migration:EmbeddingModelSetup.embed",
+    "flink_agents.migration:ResourceChatModel.chat",
+    "flink_agents.migration:ResourceEmbeddingModel.embed",
     "flink_agents.runtime:SpendGuard.admit",
     "flink_agents:wait_for",
     "flink_agents.api:Skills.load_skill",

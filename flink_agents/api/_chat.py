@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import json
 import mimetypes
 import threading
 from abc import ABC, abstractmethod
@@ -82,6 +84,25 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_wire_form(cls, value: Any) -> Any:
+        # A call as the chat-completions API writes it (and Apache Flink Agents' chat
+        # models return it): {"id", "type": "function", "function": {"name", "arguments"}}.
+        if isinstance(value, dict) and isinstance(value.get("function"), dict):
+            function = value["function"]
+            arguments = function.get("arguments", {})
+            if isinstance(arguments, str):  # JSON text; kept as it is when not JSON (the
+                # call then fails and the model is told why)
+                with contextlib.suppress(ValueError):
+                    arguments = json.loads(arguments) if arguments.strip() else {}
+            return {
+                "id": str(value.get("id", "")),
+                "name": function.get("name"),
+                "arguments": arguments,
+            }
+        return value
 
 
 # --- content parts ----------------------------------------------------------------------

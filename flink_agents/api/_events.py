@@ -6,6 +6,7 @@ from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 from pydantic import ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 from flink_agents._ids import new_event_id
 from flink_agents.api._upgrade import Upgradable
@@ -30,6 +31,19 @@ class Event(Upgradable):
 
     id: UUID = Field(default_factory=new_event_id)
 
+    def get_type(self) -> str:
+        """The type string this event is routed by where events are routed by string: its
+        class's ``EVENT_TYPE``, else the class's ``module.qualname``."""
+        kind = type(self)
+        return kind.EVENT_TYPE or f"{kind.__module__}.{kind.__qualname__}"
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """As pydantic's, with a pyflink ``Row`` written as ``{"type": "Row", "values":
+        [...], "fields": [...]}`` (events are pickled where they are stored; this is for
+        showing them)."""
+        kwargs.setdefault("fallback", _shown)
+        return super().model_dump_json(**kwargs)
+
     @classmethod
     def from_event(cls: type[E], event: Event) -> E:
         """``event`` as this class, for an action that listens by type string.
@@ -49,6 +63,11 @@ class InputEvent(Event):
 
     input: Any
 
+    @property
+    def type(self) -> str:
+        """``get_type()``, by Apache Flink Agents 0.3's name."""
+        return self.get_type()
+
 
 class OutputEvent(Event):
     """Sent by an action to emit ``output`` as an output record of the run."""
@@ -56,3 +75,20 @@ class OutputEvent(Event):
     EVENT_TYPE: ClassVar[str | None] = "_output_event"
 
     output: Any
+
+    @property
+    def type(self) -> str:
+        """``get_type()``, by Apache Flink Agents 0.3's name."""
+        return self.get_type()
+
+
+def _shown(value: Any) -> Any:
+    """A value pydantic cannot write as JSON, written as JSON: a pyflink ``Row`` (known by
+    its shape: this module does not import pyflink)."""
+    if type(value).__name__ == "Row" and hasattr(value, "_values"):
+        shown: dict[str, Any] = {"type": "Row", "values": list(value._values)}
+        fields = getattr(value, "_fields", None)
+        if fields:
+            shown["fields"] = list(fields)
+        return shown
+    raise PydanticSerializationError(f"Unable to serialize unknown type: {type(value)}")

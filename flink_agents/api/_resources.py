@@ -82,4 +82,3 @@ class Describable(Protocol):
     """An object that can say how to recreate itself as a declared resource."""
 
     def descriptor(self) -> ResourceDescriptor: ...
-

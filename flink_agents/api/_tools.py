@@ -38,7 +38,6 @@ _SECTION = re.compile(
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
-
 def awaited(result: Any) -> Any:
     """``result``, or if it is a coroutine (an ``async def`` function's, an async client's
     method's) its value: run to its end on an event loop of its own, on this thread, or on
@@ -54,6 +53,7 @@ def awaited(result: Any) -> Any:
         return asyncio.run(result)
     with ThreadPoolExecutor(1, thread_name_prefix="coroutine-loop") as pool:
         return pool.submit(asyncio.run, result).result()
+
 
 class ToolArgumentsError(FlinkAgentsError, ValueError):
     """A model called a tool with arguments that do not match its schema."""

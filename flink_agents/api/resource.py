@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
 from flink_agents.api._resources import ResourceDescriptor as _Descriptor
 from flink_agents.api._resources import ResourceType, UnknownResourceError
 
@@ -18,14 +20,18 @@ CREATE_RESOURCE = "flink_agents.migration:create_resource"
 """The provider a plan names for a resource declared by class path."""
 
 
-class Resource:
-    """Base of resource classes written for Apache Flink Agents.
+class Resource(BaseModel):
+    """Base of resource classes written for Apache Flink Agents: pydantic models, their
+    arguments fields.
 
     ``get_resource(name, type)`` finds another resource of the same agent once the runner
     has created this one (it calls ``bind_resources``).
     """
 
-    get_resource: Any = None
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
+
+    get_resource: Any = Field(default=None, exclude=True)
+    _metric_group: Any = PrivateAttr(default=None)
 
     @classmethod
     def resource_type(cls) -> ResourceType:
@@ -36,12 +42,21 @@ class Resource:
         """Called by the runner after creating the resource."""
         self.get_resource = get_resource
 
+    def set_metric_group(self, metric_group: Any) -> None:
+        """Give the resource a metric group of its own."""
+        self._metric_group = metric_group
+
+    @property
+    def metric_group(self) -> Any:
+        """The metric group given with ``set_metric_group``, or None."""
+        return self._metric_group
+
     def close(self) -> None:
         """Release what the resource holds (called when the runner closes)."""
 
 
-SerializableResource = Resource
-"""Apache Flink Agents' resources that travel inside a plan; here any resource does."""
+class SerializableResource(Resource):
+    """A resource whose fields travel inside a plan (JSON)."""
 
 
 class ResourceDescriptor(_Descriptor):

@@ -24,7 +24,6 @@ SECRET_ARGUMENTS = ("api_key", "token", "password", "secret")
 """Argument names whose literal values never go into a plan."""
 
 
-
 def plan_of(agent: Any) -> AgentPlan:
     """The plan of an agent of Apache Flink Agents' kind (``flink_agents.api.agents.agent``
     ``Agent``): its class's declarations and the actions and resources its instance was

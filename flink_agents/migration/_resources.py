@@ -16,6 +16,7 @@ ours). Providers we do not carry fail with an error naming what to use instead.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,6 +31,8 @@ from flink_agents.api import (
     MessageRole,
     Prompt,
     ResourceType,
+    StructuredOutputError,
+    Tool,
     ToolSpec,
 )
 from flink_agents.api.internal import OutputSchema, import_ref
@@ -45,6 +48,7 @@ OPENAI_URL = "https://api.openai.com/v1"
 NO_KEY = "unused"
 """The API key sent to an endpoint that takes none (Ollama): the client needs one."""
 
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 _THINKING = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
 
 
@@ -213,7 +217,20 @@ def create_resource(clazz: str, **arguments: Any) -> Any:
     known = PROVIDERS.get(clazz)
     if known is not None:
         return known[1](**arguments)
-    return _import_class(clazz, strict=True)(**arguments)
+    return adapted(_import_class(clazz, strict=True)(**arguments))
+
+
+def adapted(resource: Any) -> Any:
+    """``resource``, or for a chat or embedding model setup of Apache Flink Agents' kind
+    (a user's own), the model of ours that answers through it."""
+    from flink_agents.api.chat_models.chat_model import BaseChatModelSetup
+    from flink_agents.api.embedding_models.embedding_model import BaseEmbeddingModelSetup
+
+    if isinstance(resource, BaseChatModelSetup):
+        return ResourceChatModel(resource)
+    if isinstance(resource, BaseEmbeddingModelSetup):
+        return ResourceEmbeddingModel(resource)
+    return resource
 
 
 def _import_class(clazz: str, *, strict: bool) -> Any:
@@ -543,4 +560,147 @@ def materialize(declared: Any, where: str) -> Any:
         return declared.provider(**declared.args)
     if declared is None:
         raise FlinkAgentsError(f"the resource declaration {where} returned None")
-    return declared
+    return adapted(declared)
+
+
+class ResourceChatModel(BaseChatModel):
+    """A chat model setup of Apache Flink Agents' kind (``BaseChatModelSetup``, a user's
+    own) as a model of ours: its ``chat`` answers, its tools are offered, and a final
+    answer is validated into a requested output schema (JSON in its text)."""
+
+    def __init__(self, setup: Any) -> None:
+        self.setup = setup
+        self.tools = tuple(setup.tools or ())
+
+    def bind_resources(self, get_resource: ResourceLookup) -> None:
+        self.setup.bind_resources(_for_their_code(get_resource))
+
+    @durable_name("flink_agents.migration:ResourceChatModel.chat")
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        output_schema: OutputSchema | None = None,
+    ) -> ChatResponse:
+        reply = self.setup.chat(list(messages))
+        if not isinstance(reply, ChatMessage):
+            raise FlinkAgentsError(
+                f"{type(self.setup).__name__}.chat returned a {type(reply).__name__}, not a "
+                "ChatMessage"
+            )
+        structured = None
+        if output_schema is not None and not reply.tool_calls:
+            structured = structured_output(reply.text, output_schema)
+        return ChatResponse(message=reply, structured=structured, model=type(self.setup).__name__)
+
+    def close(self) -> None:
+        self.setup.close()
+
+    def __repr__(self) -> str:
+        return f"ResourceChatModel({type(self.setup).__name__})"
+
+
+class ResourceEmbeddingModel(BaseEmbeddingModel):
+    """An embedding model setup of Apache Flink Agents' kind as a model of ours."""
+
+    def __init__(self, setup: Any) -> None:
+        self.setup = setup
+        self._dimension: int | None = None
+
+    def bind_resources(self, get_resource: ResourceLookup) -> None:
+        self.setup.bind_resources(_for_their_code(get_resource))
+
+    @property
+    def model_id(self) -> str:
+        kwargs = self.setup.model_kwargs
+        return f"{type(self.setup).__name__}:{kwargs.get('model', '')}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = len(self.embed(["dimension"])[0])
+        return self._dimension
+
+    @durable_name("flink_agents.migration:ResourceEmbeddingModel.embed")
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = [list(self.setup.embed(text)) for text in texts]
+        return [_normalized(vector) for vector in vectors]
+
+
+def _normalized(vector: list[float]) -> list[float]:
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector] if norm else vector
+
+
+def structured_output(text: str, schema: OutputSchema) -> Any:
+    """``text`` (JSON, perhaps in a code fence) validated into ``schema``.
+
+    Raises:
+        StructuredOutputError: it is not JSON, or does not match.
+    """
+    from pydantic import BaseModel
+
+    fenced = _FENCE.fullmatch(text.strip())
+    body = fenced.group(1) if fenced else text
+    try:
+        value = json.loads(body)
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            return schema.model_validate(value)
+        return value
+    except ValueError as error:
+        raise StructuredOutputError(
+            f"the answer does not match the output schema: {type(error).__name__}: "
+            f"{str(error)[:200]}"
+        ) from None
+
+
+def _for_their_code(get_resource: ResourceLookup) -> ResourceLookup:
+    """Our resource lookup, handing their code tools with their interface."""
+
+    def lookup(name: str, kind: ResourceType) -> Any:
+        found = get_resource(name, kind)
+        if isinstance(found, Tool):
+            return ToolView(found)
+        if isinstance(found, ResourceChatModel | ResourceEmbeddingModel):
+            return found.setup
+        return found
+
+    return lookup
+
+
+class ToolView:
+    """A tool of ours with Apache Flink Agents' tool interface: ``name``, ``metadata``
+    (``name``, ``description``, ``get_parameters_dict()``) and ``call(**arguments)``."""
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+
+    @property
+    def name(self) -> str:
+        return self.tool.metadata.name
+
+    @property
+    def metadata(self) -> Any:
+        spec = self.tool.metadata
+        return _MetadataView(spec.name, spec.description, spec.parameters)
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        if not args:
+            return self.tool.call(kwargs)
+        function = getattr(self.tool, "function", None)
+        if function is None:
+            raise FlinkAgentsError(f"tool {self.name!r} takes keyword arguments only")
+        return function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"ToolView({self.name!r})"
+
+
+class _MetadataView:
+    def __init__(self, name: str, description: str, parameters: dict[str, Any]) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+
+    def get_parameters_dict(self) -> dict[str, Any]:
+        return dict(self.parameters)

@@ -201,3 +201,19 @@ def test_tools_and_their_metadata():
         PlanError, match=r"resource class 'no\.such\.module\.Thing' cannot be imported"
     ):
         env.from_list([]).apply(agents.Empty().add_action("echo", [InputEvent], agents.echo))
+
+
+def test_a_chat_model_of_the_users_own_written_their_way():
+    from tests.migration import custom_agents
+
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    outputs = (
+        env.from_list([{"key": "k", "value": "sum 1 and 2"}])
+        .apply(custom_agents.CustomModelAgent())
+        .to_list()
+    )
+    env.execute()
+    assert outputs == [{"k": custom_agents.Sum(total=3)}]
+    first, second = custom_agents.CALLS
+    assert first == ["Use the tools for: sum 1 and 2"]
+    assert second[-1] == "3"

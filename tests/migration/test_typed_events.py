@@ -56,3 +56,26 @@ def test_typed_actions_and_skills_through_a_setup(monkeypatch, llm_server):
     assert "Find the factor" not in str(first)  # the body only once the model loads it
     assert "Find the factor" in str(llm_server.calls[1].request)
     assert {t["function"]["name"] for t in first["tools"]} == {"load_skill", "read_skill_file"}
+
+
+def test_their_0_3_names_on_our_built_in_events():
+    import json
+
+    from pyflink.common import Row
+
+    from flink_agents.api.events.event import OutputEvent
+
+    made = Event(type=InputEvent.EVENT_TYPE, attributes={"input": "data"})
+    assert type(made) is InputEvent and made.input == "data"
+    assert InputEvent.from_event(made).type == "_input_event"
+    assert OutputEvent(output=1).get_type() == "_output_event"
+    parsed = Event.from_json(
+        json.dumps(
+            {"type": "Seen", "attributes": {"row": {"type": "Row", "values": [7], "fields": ["n"]}}}
+        )
+    )
+    assert parsed.get_type() == "Seen" and parsed.get_attr("row") == Row(n=7)
+    with pytest.raises(ValueError, match="type"):
+        Event.from_json(json.dumps({"attributes": {}}))
+    shown = json.loads(InputEvent(input={"r": Row(a=1)}).model_dump_json())
+    assert shown["input"]["r"] == {"type": "Row", "values": [1], "fields": ["a"]}

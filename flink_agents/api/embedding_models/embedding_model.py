@@ -1,23 +1,47 @@
-"""Embedding model connections and setups as Apache Flink Agents names them
-(``flink_agents.api.embedding_models.embedding_model``); see ``chat_models.chat_model``."""
+"""Embedding model connections and setups as Apache Flink Agents defines them
+(``flink_agents.api.embedding_models.embedding_model``), for embedding models of your own
+written their way; see ``chat_models.chat_model``."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
 
 from flink_agents.api._embedding import BaseEmbeddingModel
+from flink_agents.api._resources import ResourceType
+from flink_agents.api.resource import Resource
 
 
-def __getattr__(name: str) -> object:
-    if name in ("BaseEmbeddingModelSetup", "BaseEmbeddingModelConnection"):
-        import importlib
+class BaseEmbeddingModelConnection(Resource):
+    """Where an embedding provider is, and how to call it."""
 
-        migration = importlib.import_module("flink_agents.migration")
-        value = {
-            "BaseEmbeddingModelSetup": migration.EmbeddingModelSetup,
-            "BaseEmbeddingModelConnection": migration.EmbeddingModelConnection,
-        }[name]
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    @classmethod
+    def resource_type(cls) -> ResourceType:
+        return ResourceType.EMBEDDING_MODEL_CONNECTION
+
+    @abstractmethod
+    def embed(self, text: str | Sequence[str], **kwargs: Any) -> list[float] | list[list[float]]:
+        """The vector of a text, or the vectors of texts."""
 
 
-__all__ = [
-    "BaseEmbeddingModel"
-]  # and, made on first use, BaseEmbeddingModelConnection, BaseEmbeddingModelSetup
+class BaseEmbeddingModelSetup(Resource):
+    """An embedding model at a connection."""
+
+    connection: str
+
+    @classmethod
+    def resource_type(cls) -> ResourceType:
+        return ResourceType.EMBEDDING_MODEL
+
+    @property
+    @abstractmethod
+    def model_kwargs(self) -> dict[str, Any]:
+        """Arguments of every call to the connection."""
+
+    def embed(self, text: str | Sequence[str], **kwargs: Any) -> list[float] | list[list[float]]:
+        connection = self.get_resource(self.connection, ResourceType.EMBEDDING_MODEL_CONNECTION)
+        return connection.embed(text, **{**self.model_kwargs, **kwargs})
+
+
+__all__ = ["BaseEmbeddingModel", "BaseEmbeddingModelConnection", "BaseEmbeddingModelSetup"]

@@ -13,6 +13,8 @@ the action log.
 
 from __future__ import annotations
 
+import importlib
+import json
 import threading
 from typing import Any, ClassVar
 
@@ -59,11 +61,30 @@ class Event(_Event):
 
     EVENT_TYPE: ClassVar[str | None] = None
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Event:
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         kind = kwargs.get("type")
         if cls is Event and isinstance(kind, str):
-            cls = typed_event_class(kind)
+            target = typed_event_class(kind)
+            if not issubclass(target, Event):  # a built-in event of ours: made here, whole
+                # (not an instance of this class, so Python does not call __init__ again)
+                fields = {k: v for k, v in kwargs.items() if k not in ("type", "attributes")}
+                return target(**{**(kwargs.get("attributes") or {}), **fields})
+            cls = target  # the instance's class, by its type
         return super().__new__(cls)
+
+    @classmethod
+    def from_json(cls, json_str: str) -> _Event:
+        """The event a JSON object with a ``type`` (and ``attributes``) describes, pyflink
+        ``Row`` s written as ``{"type": "Row", ...}`` made again.
+
+        Raises:
+            ValueError: the object has no ``type``.
+        """
+        data = json.loads(json_str)
+        if not isinstance(data, dict) or not data.get("type"):
+            raise ValueError("Event JSON must contain a non-empty 'type' field.")
+        attributes = {k: _rows_made(v) for k, v in (data.get("attributes") or {}).items()}
+        return Event(**{**data, "attributes": attributes})
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -88,6 +109,22 @@ class Event(_Event):
     def set_attr(self, name: str, value: Any) -> None:
         """Set the attribute ``name``."""
         self.attributes[name] = value
+
+
+def _rows_made(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get("type") == "Row" and "values" in value:
+            row = importlib.import_module("pyflink.common").Row
+            fields = value.get("fields")
+            return (
+                row(**dict(zip(fields, value["values"], strict=True)))
+                if fields
+                else row(*value["values"])
+            )
+        return {k: _rows_made(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rows_made(item) for item in value]
+    return value
 
 
 def typed_event_class(kind: str) -> type[_Event]:
