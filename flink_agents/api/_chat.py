@@ -674,6 +674,8 @@ class ChatRequestEvent(Event):
     @field_validator("output_schema", mode="before")
     @classmethod
     def _schema_by_reference(cls, value: Any) -> Any:
+        if isinstance(value, BaseModel) and hasattr(value, "output_schema"):
+            value = value.output_schema  # Apache Flink Agents' OutputSchema wrapper
         # Events are pickled into state and the action log: keep a class as its name.
         if isinstance(value, type):
             if not issubclass(value, BaseModel):

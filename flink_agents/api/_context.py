@@ -209,6 +209,10 @@ class RunnerContext(ABC):
         """``config.get(key)``, by Apache Flink Agents' name."""
         return self.config.get(key)
 
+    def close(self) -> None:  # noqa: B027 (nothing to close: it is optional)
+        """Nothing to do: the runner closes what it created (Apache Flink Agents' agents
+        may call it)."""
+
     @abstractmethod
     def durable_execute(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call ``function(*args, **kwargs)`` now, on this thread, and return its result.

@@ -99,6 +99,11 @@ class MemorySetItem(BaseModel):
     source: str | None = None
 
     @property
+    def value(self) -> Any:
+        """``item``, by Apache Flink Agents' name."""
+        return self.item
+
+    @property
     def created_range(self) -> TimeRange:
         """``created_time`` as a (start, end) range; both ends equal for a plain item."""
         if isinstance(self.created_time, tuple):
@@ -240,6 +245,23 @@ class LongTermMemory(ABC):
         Raises:
             ValueError: the set exists with other settings.
         """
+
+    def get_or_create_memory_set(
+        self,
+        name: str,
+        item_type: type = str,
+        capacity: int | None = None,
+        compaction_config: Any = None,
+    ) -> MemorySet:
+        """Apache Flink Agents' ``create_memory_set``: with a ``compaction_config``, the set
+        is summarized when over capacity (by the ``long-term-memory-chat-model``), else
+        trimmed."""
+        strategy = (
+            CapacityManageStrategy.SUMMARIZE
+            if compaction_config is not None
+            else CapacityManageStrategy.TRIM
+        )
+        return self.create_memory_set(name, item_type, capacity, strategy)
 
     @abstractmethod
     def get_memory_set(self, name: str) -> MemorySet:

@@ -74,6 +74,18 @@ class Histogram(ABC):
     def get_statistics(self) -> HistogramStatistics:
         """Count, min, max, mean and percentiles (zeros while empty)."""
 
+    def get_mean(self) -> float:
+        """``get_statistics().mean`` (Apache Flink Agents' name)."""
+        return self.get_statistics().mean
+
+    def get_max(self) -> float:
+        """``get_statistics().max`` (Apache Flink Agents' name)."""
+        return self.get_statistics().max
+
+    def get_min(self) -> float:
+        """``get_statistics().min`` (Apache Flink Agents' name)."""
+        return self.get_statistics().min
+
 
 class Gauge(ABC):
     """A value set from time to time; reporters read the latest one."""

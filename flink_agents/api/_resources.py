@@ -39,8 +39,12 @@ class ResourceType(StrEnum):
     CUSTOM = "custom"
 
 
-class UnknownResourceError(FlinkAgentsError, LookupError):
-    """No resource of that name is declared in the plan."""
+class UnknownResourceError(FlinkAgentsError, KeyError):
+    """No resource of that name is declared in the plan (a ``KeyError``, as Apache Flink
+    Agents' agents expect)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 def env_ref(variable: str) -> dict[str, str]:

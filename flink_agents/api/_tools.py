@@ -36,6 +36,8 @@ _SECTION = re.compile(
     r"Attributes|See Also|Warnings?):\s*$"
 )
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_NUMPY_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?::.*)?$")
+_UNDERLINE = re.compile(r"^-{3,}$")
 
 
 def awaited(result: Any) -> Any:
@@ -239,6 +241,11 @@ class FunctionTool(Tool):
         args = [values.pop(field) for field in self._positional]
         return args, values
 
+    @property
+    def func(self) -> Callable[..., Any]:
+        """``function``, by Apache Flink Agents' name."""
+        return self.function
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly, as if it were not a tool."""
         return self.function(*args, **kwargs)
@@ -345,18 +352,25 @@ class ToolResponseEvent(Event):
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """A Google-style docstring's description (text before the first section) and the
-    descriptions of its ``Args:`` entries (continuation lines joined)."""
+    """A docstring's description (text before the first section) and the descriptions of
+    its parameters (continuation lines joined), Google style (``Args:``, ``name: text``)
+    or numpydoc style (``Parameters`` underlined with dashes, ``name : type`` and the text
+    indented below, as Apache Flink Agents' tools are documented)."""
     description: list[str] = []
     args: dict[str, str] = {}
     section: str | None = None
+    numpy = False
     current: str | None = None
     arg_indent: int | None = None
-    for line in doc.splitlines():
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
         stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
         header = _SECTION.match(stripped)
-        if header and len(line) - len(line.lstrip()) == 0:
-            section = header.group(1)
+        underlined = i + 1 < len(lines) and _UNDERLINE.match(lines[i + 1].strip())
+        if indent == 0 and (header or (underlined and _SECTION.match(f"{stripped}:"))):
+            section = header.group(1) if header else stripped
+            numpy = not header
             current, arg_indent = None, None
             continue
         if section is None:
@@ -364,12 +378,13 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             continue
         if section not in ("Args", "Arguments", "Parameters") or not stripped:
             continue
-        indent = len(line) - len(line.lstrip())
-        entry = _ARG_LINE.match(stripped)
+        if numpy and _UNDERLINE.match(stripped):
+            continue
+        entry = (_NUMPY_ARG_LINE if numpy else _ARG_LINE).match(stripped)
         if entry and (arg_indent is None or indent <= arg_indent):
             arg_indent = indent
             current = entry.group(1).lstrip("*")
-            args[current] = entry.group(2).strip()
+            args[current] = "" if numpy else entry.group(2).strip()
         elif current is not None:
             args[current] = f"{args[current]} {stripped}".strip()
     text = "\n".join(description).strip()

@@ -54,6 +54,8 @@ def runner_options(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
             options["retry-max-attempts"] = int(value) + 1
         elif key == "job-identifier":
             options["action-log-job"] = value
+        elif key == "baseLogDir":
+            options["event-log-dir"] = value
         elif key in IGNORED_OPTIONS:
             continue
         elif key.replace("_", "-") in _OURS:
@@ -114,7 +116,12 @@ class MigratingEnvironment(AgentsExecutionEnvironment):
         return MigratingBuilder(self, inner=inner)
 
     def from_table(self, input: Any, key_selector: Any = None) -> MigratingBuilder:
-        inner = self.inner.from_table(input, _key_function(key_selector))
+        """A Table's rows as the input: each row a dict of column -> value for the agent;
+        a ``KeySelector`` may read it as a dict or a ``Row`` (``row.id``)."""
+        key_of = _key_function(key_selector)
+        if key_of is not None and not isinstance(key_of, str):
+            key_of = _RowKey(key_of)
+        inner = self.inner.from_table(input, key_of)
         return MigratingBuilder(self, inner=inner)
 
     def execute(self) -> None:
@@ -177,6 +184,8 @@ class MigratingBuilder(AgentBuilder):
         return self._inner().to_datastream()
 
     def to_table(self, schema: Any, output_type: Any = None) -> Any:
+        # Their examples wrap the row type: ExternalTypeInfo(RowTypeInfo(...)).
+        output_type = getattr(output_type, "_type_info", output_type)
         return self._inner().to_table(schema, output_type)
 
     def run(self) -> None:
@@ -218,6 +227,26 @@ def _key_value(record: Any) -> tuple[Any, Any]:
     if "key" not in record and "k" not in record:
         key = uuid.uuid4()  # a run of its own, as there
     return key, value
+
+
+class _RowKey:
+    """A key selector given a table row (a dict) that reads fields as a ``Row``'s too."""
+
+    def __init__(self, key_of: Any) -> None:
+        self.key_of = key_of
+
+    def __call__(self, row: Any) -> Any:
+        return self.key_of(_Fields(row) if isinstance(row, dict) else row)
+
+
+class _Fields(dict):
+    """A row's dict whose columns read as attributes too."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 def _key_function(key_selector: Any) -> Any:

@@ -20,8 +20,11 @@ from flink_agents.api.internal import RefError, import_ref, is_env_ref, ref_of
 from flink_agents.migration._resources import check_class
 from flink_agents.plan import AgentPlan, agent_plan_data, bind_plan, to_plan, validate_plan_data
 
-SECRET_ARGUMENTS = ("api_key", "token", "password", "secret")
-"""Argument names whose literal values never go into a plan."""
+SECRET_ARGUMENTS = ("api_key", "token", "password", "secret", "authorization", "credential")
+"""What an argument's name holds (case aside) when its literal value never goes into a plan."""
+MIN_SECRET_CHARS = 8
+"""The shortest environment value looked for inside a secret's text (shorter ones would be
+found by chance)."""
 
 
 def plan_of(agent: Any) -> AgentPlan:
@@ -118,14 +121,14 @@ def _resource(agent: str, name: str, kind: ResourceType, instance: Any) -> dict[
 
 
 def _without_secrets(agent: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """``args`` with each secret given by value (``api_key=os.environ["OPENAI_API_KEY"]``)
-    replaced by a reference to the environment variable holding that value, which the
-    runner resolves where it runs; a secret no variable holds cannot go into a plan.
+    """``args`` with each secret given by value (``api_key=os.environ["OPENAI_API_KEY"]``,
+    a header ``"Bearer " + key``) written as a reference to the environment variable that
+    holds it, which the runner resolves where it runs; a secret no variable holds cannot go
+    into a plan.
 
     Raises:
         PlanError: a secret that no environment variable holds.
     """
-    by_value = None
     for key, value in args.items():
         if isinstance(value, dict) and not is_env_ref(value):
             args[key] = _without_secrets(agent, name, dict(value))
@@ -133,10 +136,8 @@ def _without_secrets(agent: str, name: str, args: dict[str, Any]) -> dict[str, A
         secret = any(word in key.lower() for word in SECRET_ARGUMENTS)
         if not (secret and isinstance(value, str) and value) or "${env:" in value:
             continue
-        if by_value is None:
-            by_value = {v: k for k, v in sorted(os.environ.items()) if v}
-        variable = by_value.get(value)
-        if variable is None:
+        referenced = _referenced(value)
+        if referenced is None:
             raise PlanError(
                 f"argument {key!r} would write a secret into the plan: set it in an "
                 f'environment variable and give {{"env": "VARIABLE"}} (or '
@@ -145,8 +146,24 @@ def _without_secrets(agent: str, name: str, args: dict[str, Any]) -> dict[str, A
                 agent=agent,
                 resource=name,
             )
-        args[key] = env_ref(variable)
+        args[key] = referenced
     return args
+
+
+def _referenced(value: str) -> Any:
+    """``value`` as a reference to the environment: ``{"env": NAME}`` when a variable holds
+    it, the text with ``${env:NAME}`` for a variable's value within it; None if neither."""
+    variables = sorted(
+        ((k, v) for k, v in os.environ.items() if len(v) >= MIN_SECRET_CHARS),
+        key=lambda item: -len(item[1]),
+    )
+    for variable, held in variables:
+        if held == value:
+            return env_ref(variable)
+    for variable, held in variables:
+        if held in value:
+            return value.replace(held, f"${{env:{variable}}}")
+    return None
 
 
 def _check_declaration(agent: str, resource: dict[str, Any]) -> None:

@@ -48,3 +48,28 @@ class UsesJava(Agent):
     @staticmethod
     def noop(event, ctx):
         pass
+
+
+class Notes(Agent):
+    """Long-term memory as their agents use it."""
+
+    @action(InputEvent)
+    @staticmethod
+    def note(event, ctx):
+        from flink_agents.api.memory.long_term_memory import CompactionConfig
+
+        notes = ctx.long_term_memory.get_or_create_memory_set(
+            "notes", str, capacity=10, compaction_config=CompactionConfig(model="m")
+        )
+        notes.add(event.input)
+        found = notes.search("a fruit", limit=1)
+        ctx.send_event(OutputEvent(output=(notes.size(), [item.value for item in found])))
+
+
+def look_up_missing(event, ctx):
+    from flink_agents.api.resource import ResourceType
+
+    try:
+        ctx.get_resource("nowhere", ResourceType.TOOL)
+    except KeyError:
+        ctx.send_event(OutputEvent(output="no resource"))

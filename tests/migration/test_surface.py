@@ -217,3 +217,45 @@ def test_a_chat_model_of_the_users_own_written_their_way():
     first, second = custom_agents.CALLS
     assert first == ["Use the tools for: sum 1 and 2"]
     assert second[-1] == "3"
+
+
+def test_long_term_memory_as_their_agents_use_it(tmp_path):
+    env = AgentsExecutionEnvironment.get_execution_environment(data_dir=str(tmp_path))
+    outputs = (
+        env.from_list([{"key": "k", "value": ["an apple", "a hammer"]}])
+        .apply(agents.Notes())
+        .to_list()
+    )
+    env.execute()
+    assert outputs == [{"k": (2, ["an apple"])}]
+
+
+def test_their_docstrings_describe_their_tools_and_a_missing_resource_is_a_key_error():
+    from tests.migration import custom_agents
+
+    spec = Tool.from_callable(custom_agents.CustomModelAgent.add).metadata
+    assert spec.description == "Add two numbers."
+    assert spec.parameters["properties"]["a"]["description"] == "The first."
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    agent = agents.Empty().add_action("look", [InputEvent], agents.look_up_missing)
+    outputs = env.from_list([{"key": "k", "value": 1}]).apply(agent).to_list()
+    env.execute()
+    assert outputs == [{"k": "no resource"}]
+
+
+def test_a_secret_inside_a_header_is_written_as_a_reference(monkeypatch):
+    monkeypatch.setenv("SURFACE_TOKEN", SECRET)
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.add_resource(
+        "openai",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ResourceDescriptor(
+            clazz=ResourceName.ChatModel.OPENAI_CONNECTION,
+            default_headers={"Authorization": f"Bearer {SECRET}"},
+        ),
+    )
+    agent = agents.Empty().add_action("echo", [InputEvent], agents.echo)
+    plan = env.from_list([]).apply(agent).inner.runner.plan
+    assert SECRET not in plan.model_dump_json()
+    (openai,) = [r for r in plan.resources if r.name == "openai"]
+    assert openai.args["default_headers"] == {"Authorization": "Bearer ${env:SURFACE_TOKEN}"}

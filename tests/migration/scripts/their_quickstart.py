@@ -70,6 +70,13 @@ class TableKeySelector(KeySelector):
         return str(value["id"])
 
 
+class RowKeySelector(KeySelector):
+    """Reads the row as a pyflink Row."""
+
+    def get_key(self, value: Any) -> str:
+        return value.id
+
+
 class ReviewAnalysisAgent(Agent):
     @prompt
     @staticmethod
@@ -249,7 +256,7 @@ def main(reviews: str, out: str) -> None:
     )
     scored = (
         agents_env.from_table(
-            input=t_env.from_path("product_reviews"), key_selector=TableKeySelector()
+            input=t_env.from_path("product_reviews"), key_selector=RowKeySelector()
         )
         .apply(react)
         .to_datastream()
