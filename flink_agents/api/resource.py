@@ -9,10 +9,13 @@
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from flink_agents.api._agent import resource as _resource
 from flink_agents.api._resources import ResourceDescriptor as _Descriptor
 from flink_agents.api._resources import ResourceType, UnknownResourceError
 
@@ -213,6 +216,20 @@ class ResourceName:
 
     MCP_SERVER = "flink_agents.integrations.mcp.mcp.MCPServer"
 
+
+class _ResourceModule(types.ModuleType):
+    """This module, callable as our ``@resource`` decorator.
+
+    Importing a submodule sets it as an attribute of its package, so once this module is
+    imported, ``flink_agents.api.resource`` names it rather than the decorator that
+    ``flink_agents.api`` exports under the same name; calling the module calls the
+    decorator, so ``from flink_agents.api import resource`` works either way."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _resource(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _ResourceModule
 
 __all__ = [
     "Resource",

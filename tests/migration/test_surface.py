@@ -259,3 +259,15 @@ def test_a_secret_inside_a_header_is_written_as_a_reference(monkeypatch):
     assert SECRET not in plan.model_dump_json()
     (openai,) = [r for r in plan.resources if r.name == "openai"]
     assert openai.args["default_headers"] == {"Authorization": "Bearer ${env:SURFACE_TOKEN}"}
+
+
+def test_our_resource_decorator_survives_their_module_of_the_same_name():
+    import flink_agents.api.resource  # noqa: F401 (sets the package's attribute `resource`)
+    from flink_agents.api import ResourceType, resource
+
+    @resource(ResourceType.CUSTOM, word="hi")
+    def provider(word):
+        return word
+
+    assert provider("x") == "x"
+    assert provider.__flink_agents_resource__[0] is ResourceType.CUSTOM
