@@ -219,3 +219,9 @@ def test_every_resource_name_constant_has_a_row():
     constants = _constants(ResourceName, "ResourceName")
     assert len(constants) == 33
     assert set(constants) <= listed
+
+
+def test_the_chat_model_written_their_way_prints_the_lines_the_page_shows(tmp_path):
+    printed, shown = run_first_example("migrating.md", tmp_path, "stock.py", index=4)
+    assert len(shown) == 2
+    assert printed == shown
