@@ -74,12 +74,25 @@ def with_shared(agent: Any, shared: Mapping[ResourceType, Mapping[str, Any]]) ->
 def _add_shared(
     data: dict[str, Any], shared: Mapping[ResourceType, Mapping[str, Any]] | None
 ) -> None:
-    declared = {r["name"] for r in data["resources"]}
+    """Add ``shared`` resources to ``data`` under the names it does not declare; one it
+    declares as another type is refused (a plan holds one resource per name).
+
+    Raises:
+        PlanError: a name declared with two types.
+    """
+    declared = {r["name"]: r["type"] for r in data["resources"]}
     for kind, resources in (shared or {}).items():
         for resource_name, instance in resources.items():
             if resource_name not in declared:
                 data["resources"].append(_resource(data["name"], resource_name, kind, instance))
-                declared.add(resource_name)
+                declared[resource_name] = ResourceType(kind).value
+            elif declared[resource_name] != ResourceType(kind).value:
+                raise PlanError(
+                    f"is declared as a {declared[resource_name]} and added as a "
+                    f"{ResourceType(kind).value}: give the resources different names",
+                    agent=data["name"],
+                    resource=resource_name,
+                )
 
 
 def _action(
@@ -133,7 +146,8 @@ def _without_secrets(agent: str, name: str, args: dict[str, Any]) -> dict[str, A
         if isinstance(value, dict) and not is_env_ref(value):
             args[key] = _without_secrets(agent, name, dict(value))
             continue
-        secret = any(word in key.lower() for word in SECRET_ARGUMENTS)
+        spelled = key.lower().replace("-", "_")  # a header's name too: X-API-Key
+        secret = any(word in spelled for word in SECRET_ARGUMENTS)
         if not (secret and isinstance(value, str) and value) or "${env:" in value:
             continue
         referenced = _referenced(value)

@@ -623,6 +623,8 @@ class ResourceEmbeddingModel(BaseEmbeddingModel):
 
     @durable_name("flink_agents.migration:ResourceEmbeddingModel.embed")
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):  # one text, not its characters
+            texts = [texts]
         vectors = [list(self.setup.embed(text)) for text in texts]
         return [_normalized(vector) for vector in vectors]
 

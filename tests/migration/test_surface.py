@@ -271,3 +271,25 @@ def test_our_resource_decorator_survives_their_module_of_the_same_name():
 
     assert provider("x") == "x"
     assert provider.__flink_agents_resource__[0] is ResourceType.CUSTOM
+
+
+def test_a_hyphenated_secret_header_and_a_name_of_two_types(monkeypatch):
+    monkeypatch.setenv("SURFACE_KEY", SECRET)
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.add_resource(
+        "openai",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ResourceDescriptor(
+            clazz=ResourceName.ChatModel.OPENAI_CONNECTION, default_headers={"X-API-Key": SECRET}
+        ),
+    )
+    agent = agents.Empty().add_action("echo", [InputEvent], agents.echo)
+    plan = env.from_list([]).apply(agent).inner.runner.plan
+    assert SECRET not in plan.model_dump_json()
+
+    agent = agents.Empty().add_action("echo", [InputEvent], agents.echo)
+    agent.add_resource("p", ResourceType.PROMPT, Prompt.from_text("hi"))
+    env = AgentsExecutionEnvironment.get_execution_environment()
+    env.add_resource("p", ResourceType.TOOL, Tool.from_callable(agents.echo))
+    with pytest.raises(PlanError, match="declared as a prompt and added as a tool"):
+        env.from_list([]).apply(agent)
