@@ -38,8 +38,11 @@ class MemoryRef:
     ) -> None:
         if not path:
             raise ValueError("a MemoryRef needs the path of a field")
-        self.memory_type = MemoryType(memory_type)
-        self.path = path
+        object.__setattr__(self, "memory_type", MemoryType(memory_type))
+        object.__setattr__(self, "path", path)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a MemoryRef cannot be changed")
 
     @staticmethod
     def create(memory_type: MemoryType | str, path: str) -> MemoryRef:

@@ -286,5 +286,5 @@ class _CachedRoot(StoredMemoryObject):
                     undo[path] = (current, state._dirty.get(path, _ABSENT))
                 cache[path] = _NONE if value is None else value
                 state._dirty[path] = value
-                return MemoryRef(state.kind, path)
+                return self.memory.ref(path)
         return super().set(path, value)

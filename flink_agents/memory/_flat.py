@@ -77,12 +77,22 @@ def split_parent(key: str) -> tuple[str, str]:
 class FlatMemory:
     """Memory operations on absolute keys over any ``StateMap``."""
 
-    __slots__ = ("kind", "state")
+    __slots__ = ("kind", "refs", "state")
 
     def __init__(self, state: StateMap, kind: MemoryType = MemoryType.SHORT_TERM) -> None:
         self.state = state
         self.kind = kind
         """The memory it is (what a ``MemoryRef`` to one of its fields names)."""
+        self.refs: dict[str, MemoryRef] = {}
+        """The references ``set`` returned, by key: made once per field (they cannot
+        change), so a write costs a dict lookup for its reference, not an object."""
+
+    def ref(self, key: str) -> MemoryRef:
+        """The reference to the field at ``key``."""
+        ref = self.refs.get(key)
+        if ref is None:
+            ref = self.refs[key] = MemoryRef(self.kind, key)
+        return ref
 
     def root(self) -> StoredMemoryObject:
         return StoredMemoryObject(self, ROOT)
@@ -236,7 +246,7 @@ class StoredMemoryObject(MemoryObject):
                 and type(state.get(key)) is not ObjectMarker
             ):
                 state.put(key, value)
-                return MemoryRef(self.memory.kind, key)
+                return self.memory.ref(key)
         target = join(self.key, check_path(path))
         if isinstance(value, StoredMemoryObject):
             self.memory.write_copy(target, value)
@@ -246,7 +256,7 @@ class StoredMemoryObject(MemoryObject):
             )
         else:
             self.memory.write_value(target, value)
-        return MemoryRef(self.memory.kind, target)
+        return self.memory.ref(target)
 
     def new_object(self, path: str, *, overwrite: bool = True) -> MemoryObject:
         target = join(self.key, check_path(path))
