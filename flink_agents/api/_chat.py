@@ -414,6 +414,12 @@ class ChatResponse(Upgradable):
     finish_reason: str | None = None
     attempts: int = 1
 
+    @property
+    def content(self) -> str | list[ContentPart]:
+        """``message.content`` (a model called by hand answers a message in Apache Flink
+        Agents: their code reads the reply's ``content``)."""
+        return self.message.content
+
 
 OutputSchema = type[BaseModel] | dict[str, Any]
 

@@ -293,3 +293,12 @@ def test_a_hyphenated_secret_header_and_a_name_of_two_types(monkeypatch):
     env.add_resource("p", ResourceType.TOOL, Tool.from_callable(agents.echo))
     with pytest.raises(PlanError, match="declared as a prompt and added as a tool"):
         env.from_list([]).apply(agent)
+
+
+def test_a_reply_read_their_way():
+    from flink_agents.api import ChatMessage, ChatResponse
+    from flink_agents.api.agents.react_agent import OutputSchema
+
+    reply = ChatResponse(message=ChatMessage(role="assistant", content="hi"))
+    assert reply.content == "hi"  # theirs answers the message itself
+    assert OutputSchema(output_schema=dict).output_schema is dict

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from flink_agents.agents import ReActAgent as _ReActAgent
 from flink_agents.api._chat import ChatMessage, MessageRole
 from flink_agents.api.agents.agent import Agent
+from flink_agents.api.agents.types import OutputSchema
 from flink_agents.api.prompts.prompt import Prompt
 
 
@@ -55,4 +56,4 @@ class ReActAgent(_ReActAgent, Agent):
         return importlib.import_module("flink_agents.migration").extend_plan(data, self)
 
 
-__all__ = ["ReActAgent"]
+__all__ = ["OutputSchema", "ReActAgent"]
