@@ -28,13 +28,13 @@ from flink_agents.api import (
     ChatMessage,
     ChatResponse,
     FlinkAgentsError,
-    MessageRole,
     Prompt,
     ResourceType,
     StructuredOutputError,
     Tool,
     ToolSpec,
 )
+from flink_agents.api.chat_models.chat_model import behind_prompt
 from flink_agents.api.internal import OutputSchema, import_ref
 from flink_agents.api.skills import LOAD_SKILL_TOOL as LOAD_SKILL
 from flink_agents.api.skills import READ_SKILL_FILE_TOOL as READ_SKILL_FILE
@@ -409,11 +409,7 @@ class ChatModelSetup(BaseChatModel):
             prompt = self.prompt
             if isinstance(prompt, str):
                 prompt = self._resource(prompt, ResourceType.PROMPT)
-            variables: dict[str, Any] = {}
-            for message in messages:
-                variables.update({k: str(v) for k, v in message.extra_args.items()})
-            kept = [m for m in messages if m.content or m.role is MessageRole.ASSISTANT]
-            prompted = [*prompt.format_messages(**variables), *kept]
+            prompted = behind_prompt(prompt, messages)
         if self.skills:
             offering = self._resource(LOAD_SKILL, ResourceType.TOOL)
             prompted = offering.skills.add_summary(prompted)

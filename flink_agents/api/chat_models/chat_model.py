@@ -65,15 +65,22 @@ class BaseChatModelSetup(Resource):
             prompt = self.prompt
             if isinstance(prompt, str):
                 prompt = self.get_resource(prompt, ResourceType.PROMPT)
-            variables: dict[str, str] = {}
-            for message in messages:
-                variables.update({k: str(v) for k, v in message.extra_args.items()})
-            kept = [m for m in messages if m.content or m.role is MessageRole.ASSISTANT]
-            messages = [*prompt.format_messages(**variables), *kept]
+            messages = behind_prompt(prompt, messages)
         tools = None
         if self.tools is not None:
             tools = [self.get_resource(name, ResourceType.TOOL) for name in self.tools]
         return connection.chat(messages, tools=tools, **{**self.model_kwargs, **kwargs})
 
 
-__all__ = ["BaseChatModel", "BaseChatModelConnection", "BaseChatModelSetup"]
+def behind_prompt(prompt: Prompt, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """``prompt``'s messages, filled with the ``extra_args`` of ``messages``, followed by
+    those of ``messages`` that have text (or are the assistant's): how a setup applies its
+    prompt."""
+    variables: dict[str, str] = {}
+    for message in messages:
+        variables.update({k: str(v) for k, v in message.extra_args.items()})
+    kept = [m for m in messages if m.content or m.role is MessageRole.ASSISTANT]
+    return [*prompt.format_messages(**variables), *kept]
+
+
+__all__ = ["BaseChatModel", "BaseChatModelConnection", "BaseChatModelSetup", "behind_prompt"]
