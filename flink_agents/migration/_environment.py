@@ -54,8 +54,9 @@ def runner_options(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
             options["retry-max-attempts"] = int(value) + 1
         elif key == "job-identifier":
             options["action-log-job"] = value
-        elif key == "baseLogDir":
+        elif key == "baseLogDir":  # their event log is on by default: a directory means it
             options["event-log-dir"] = value
+            options.setdefault("event-log-level", "standard")
         elif key in IGNORED_OPTIONS:
             continue
         elif key.replace("_", "-") in _OURS:

@@ -143,8 +143,15 @@ def test_their_options_configure_the_runner():
     config.set(AgentExecutionOptions.CHAT_ASYNC, False)
     config.set_str("greeting", "hi")
     config.set("num-async-threads", 8)
+    config.set_str("baseLogDir", "/tmp/logs")
     assert runner_options(config) == (
-        {"error-policy": "error-output", "retry-max-attempts": 3, "num-async-threads": 8},
+        {
+            "error-policy": "error-output",
+            "retry-max-attempts": 3,
+            "num-async-threads": 8,
+            "event-log-dir": "/tmp/logs",
+            "event-log-level": "standard",
+        },
         {"greeting": "hi"},
     )
     assert config.get(AgentExecutionOptions.MAX_RETRIES) == 2
