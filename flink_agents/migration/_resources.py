@@ -10,7 +10,9 @@ durable execution, retries, rate limits, budgets and tracing treat it as any mod
 
 Their class paths (``ResourceName``'s constants) are looked up in ``PROVIDERS``; any other
 path is imported and called with the arguments (a user's own resource class, or one of
-ours). Providers we do not carry fail with an error naming what to use instead.
+ours). Providers we do not carry fail with an error naming what to use instead. A chat or
+embedding model setup the user wrote their way (``BaseChatModelSetup``) is answered through
+``ResourceChatModel`` (``ResourceEmbeddingModel``), a model of ours over it.
 """
 
 from __future__ import annotations
@@ -56,11 +58,19 @@ class UnsupportedResourceError(FlinkAgentsError):
     """A resource class of Apache Flink Agents this package has no counterpart for."""
 
 
-def _unsupported(what: str, instead: str) -> Callable[..., Any]:
-    def refuse(**_: Any) -> Any:
-        raise UnsupportedResourceError(f"{what} is not supported here: {instead}")
+class _Unsupported:
+    """The provider of a resource class we do not carry: creating it fails, naming what to
+    use instead."""
 
-    return refuse
+    def __init__(self, what: str, instead: str) -> None:
+        self.message = f"{what} is not supported here: {instead}"
+
+    def __call__(self, **_: Any) -> Any:
+        raise UnsupportedResourceError(self.message)
+
+
+def _unsupported(what: str, instead: str) -> _Unsupported:
+    return _Unsupported(what, instead)
 
 
 _JAVA = (
@@ -202,7 +212,7 @@ def check_class(clazz: str) -> None:
     """
     known = PROVIDERS.get(clazz)
     if known is not None:
-        if getattr(known[1], "__name__", "") == "refuse":
+        if isinstance(known[1], _Unsupported):
             known[1]()
         return
     if clazz.startswith("org.apache.flink.") or ".java_" in clazz:
