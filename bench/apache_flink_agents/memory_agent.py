@@ -76,11 +76,6 @@ if __name__ == "__main__":
     sys.exit(memory_agent.main())
 
 
-from flink_agents.api.agents.agent import Agent  # noqa: E402
-from flink_agents.api.decorators import action  # noqa: E402
-from flink_agents.api.events.event import Event, InputEvent, OutputEvent  # noqa: E402
-from flink_agents.api.execution_environment import AgentsExecutionEnvironment  # noqa: E402
-from flink_agents.api.runner_context import RunnerContext  # noqa: E402
 from pyflink.common import Configuration, Types, WatermarkStrategy  # noqa: E402
 from pyflink.datastream import (  # noqa: E402
     KeyedProcessFunction,
@@ -90,6 +85,12 @@ from pyflink.datastream import (  # noqa: E402
 from pyflink.datastream.connectors.base import Sink  # noqa: E402
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource  # noqa: E402
 from pyflink.datastream.state import MapStateDescriptor  # noqa: E402
+
+from flink_agents.api.agents.agent import Agent  # noqa: E402
+from flink_agents.api.decorators import action  # noqa: E402
+from flink_agents.api.events.event import Event, InputEvent, OutputEvent  # noqa: E402
+from flink_agents.api.execution_environment import AgentsExecutionEnvironment  # noqa: E402
+from flink_agents.api.runner_context import RunnerContext  # noqa: E402
 
 RECORD_TYPE = Types.TUPLE([Types.STRING(), Types.LONG()])
 
