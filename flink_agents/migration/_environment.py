@@ -18,12 +18,8 @@ from flink_agents.api import FlinkAgentsError, ResourceType
 from flink_agents.api.configuration import Configuration
 from flink_agents.api.execution_environment import AgentBuilder, AgentsExecutionEnvironment
 from flink_agents.migration._plan import with_shared
-from flink_agents.runtime import AgentOptions, load_options
+from flink_agents.runtime import AgentOptions, load_options, their_option
 
-IGNORED_OPTIONS = ("chat.async", "tool-call.async", "rag.async")
-"""Their switches for running model, tool and retrieval calls off the operator thread:
-ours always do."""
-_STRATEGIES = {"fail": "fail", "retry": "retry", "ignore": "error-output"}
 _OURS = {field.alias for field in AgentOptions.model_fields.values() if field.alias}
 
 
@@ -34,33 +30,24 @@ def environment(env: Any = None, t_env: Any = None, **options: Any) -> Migrating
 
 
 def runner_options(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A configuration split in two: our options (their names translated) and the rest,
-    for actions' ``ctx.config``.
+    """A configuration split in two: our options (theirs translated, ``their_option``) and
+    the rest, for actions' ``ctx.config``.
 
     Raises:
-        FlinkAgentsError: an unknown error handling strategy.
+        FlinkAgentsError: a value of theirs that does not translate.
     """
     options: dict[str, Any] = {}
     rest: dict[str, Any] = {}
     for key, value in config.items():
-        if key == "error-handling-strategy":
-            strategy = str(getattr(value, "value", value)).lower()
-            if strategy not in _STRATEGIES:
-                raise FlinkAgentsError(
-                    f"error-handling-strategy {value!r}: use one of {sorted(_STRATEGIES)}"
-                )
-            options["error-policy"] = _STRATEGIES[strategy]
-        elif key == "max-retries":
-            options["retry-max-attempts"] = int(value) + 1
-        elif key == "job-identifier":
-            options["action-log-job"] = value
-        elif key == "baseLogDir":  # their event log is on by default: a directory means it
-            options["event-log-dir"] = value
-            options.setdefault("event-log-level", "standard")
-        elif key in IGNORED_OPTIONS:
-            continue
+        try:
+            ours = their_option(key, value)
+        except ValueError as error:
+            raise FlinkAgentsError(f"agent option {key!r} = {value!r}: {error}") from None
+        if ours is not None:
+            for name, translated in ours.items():
+                options.setdefault(name, translated)
         elif key.replace("_", "-") in _OURS:
-            options[key] = value
+            options[key.replace("_", "-")] = value
         else:
             rest[key] = value
     return options, rest

@@ -8,7 +8,7 @@ knowledge loading imports: start-up, ``bench/RESULTS.md``).
 
 from flink_agents._lazy import lazy_attributes
 from flink_agents.runtime._engine import PendingAction, RunEngine, RunState, StepResult
-from flink_agents.runtime._options import AgentOptions, load_options
+from flink_agents.runtime._options import AgentOptions, load_options, their_option
 from flink_agents.runtime.journal import ActionJournal
 
 __getattr__ = lazy_attributes(
@@ -45,4 +45,5 @@ __all__ = [
     "load_options",
     "local_journal",
     "search_knowledge",
+    "their_option",
 ]

@@ -293,6 +293,18 @@ def load_options(
     for name, value in (overrides or {}).items():
         item = _Given(name, value)
         given[item.canonical] = item
+    for canonical, item in list(given.items()):
+        if canonical in _NAMES or not isinstance(canonical, str):
+            continue
+        try:
+            ours = their_option(canonical, item.value)
+        except ValueError as error:
+            raise FlinkAgentsError(f"{item.place()}: {error}") from None
+        if ours is None:
+            continue
+        del given[canonical]
+        for name, value in ours.items():  # an option of ours set as such wins
+            given.setdefault(name, _Given(name, value, item.file, item.line))
     for item in given.values():
         if item.canonical not in _NAMES:
             raise FlinkAgentsError(_unknown(item))
@@ -300,6 +312,36 @@ def load_options(
         return AgentOptions.model_validate({n: item.value for n, item in given.items()})
     except ValidationError as error:
         raise FlinkAgentsError(_invalid(error.errors()[0], given)) from None
+
+
+_THEIR_STRATEGIES = {"fail": "fail", "retry": "retry", "ignore": "error-output"}
+_THEIR_ASYNC = ("chat.async", "tool-call.async", "rag.async", "chat", "tool-call", "rag")
+"""Their switches for making model, tool and retrieval calls off the operator thread (flat,
+or as the ``chat: {async: ...}`` mappings of a YAML file): ours always are."""
+
+
+def their_option(name: str, value: Any) -> dict[str, Any] | None:
+    """What an option of Apache Flink Agents (``docs/migrating.md``) sets here, by our option
+    names: ``{}`` for one that has no counterpart to set, None for a name that is not
+    theirs.
+
+    Raises:
+        ValueError: a value of theirs that does not translate.
+    """
+    if name == "error-handling-strategy":
+        strategy = str(getattr(value, "value", value)).lower()
+        if strategy not in _THEIR_STRATEGIES:
+            raise ValueError(f"error-handling-strategy must be one of {sorted(_THEIR_STRATEGIES)}")
+        return {"error-policy": _THEIR_STRATEGIES[strategy]}
+    if name == "max-retries":
+        return {"retry-max-attempts": int(value) + 1}
+    if name == "job-identifier":
+        return {"action-log-job": value}
+    if name == "baseLogDir":  # their event log is on by default: a directory means it
+        return {"event-log-dir": value, "event-log-level": "standard"}
+    if name in _THEIR_ASYNC:
+        return {}
+    return None
 
 
 # Pairs of options where the first must not exceed the second.

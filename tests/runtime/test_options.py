@@ -65,3 +65,29 @@ def test_the_project_cluster_config_is_valid_and_consistent_with_docker_compose(
 def test_retry_backoff_grows_exponentially_up_to_the_maximum():
     options = AgentOptions(retry_initial_backoff_ms=100, retry_max_backoff_ms=500)
     assert [options.retry_backoff_ms(n) for n in range(1, 6)] == [100, 200, 400, 500, 500]
+
+
+def test_apache_flink_agents_option_names_in_the_config_file_are_translated(tmp_path):
+    conf = write_config(
+        tmp_path,
+        {
+            "agent": {
+                "error-handling-strategy": "ignore",
+                "max-retries": 4,
+                "job-identifier": "reviews",
+                "baseLogDir": str(tmp_path / "logs"),
+                "chat": {"async": True},
+                "retry-max-attempts": 2,  # ours, set as such, wins over their max-retries
+            },
+            "agent.tool-call.async": False,
+        },
+    )
+    options = load_options(conf_dir=conf)
+    assert options.error_policy == "error-output"
+    assert options.retry_max_attempts == 2
+    assert options.action_log_job == "reviews"
+    assert options.event_log_dir == str(tmp_path / "logs")
+    assert options.event_log_level == "standard"
+    bad = write_config(tmp_path, {"agent": {"error-handling-strategy": "skip"}})
+    with pytest.raises(FlinkAgentsError, match=r"error-handling-strategy must be one of"):
+        load_options(conf_dir=bad)
