@@ -41,7 +41,7 @@ class ReActAgent(_ReActAgent, Agent):
             )
         if isinstance(prompt, str):
             prompt = Prompt.from_text(prompt)
-        if prompt is not None and prompt.text is not None:  # their text prompt: the user's turn
+        if getattr(prompt, "text", None) is not None:  # their text prompt: the user's turn
             prompt = Prompt.from_messages([ChatMessage(role=MessageRole.USER, content=prompt.text)])
         _ReActAgent.__init__(
             self, chat_model=chat_model, prompt=prompt, output_schema=output_schema, **options
