@@ -79,3 +79,47 @@ def test_their_0_3_names_on_our_built_in_events():
         Event.from_json(json.dumps({"attributes": {}}))
     shown = json.loads(InputEvent(input={"r": Row(a=1)}).model_dump_json())
     assert shown["input"]["r"] == {"type": "Row", "values": [1], "fields": ["a"]}
+
+
+def test_an_event_of_a_type_string_unpickles_in_a_fresh_process():
+    """As a restored job reads it from Flink state or the action log: the class made for its
+    string is made again from its name."""
+    import subprocess
+    import sys
+
+    payload = pickle.dumps(Event(type="Restored", attributes={"n": 2}))
+    code = (
+        "import pickle, sys; e = pickle.loads(sys.stdin.buffer.read()); "
+        "print(type(e).__name__, e.get_type(), e.get_attr('n'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=payload, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == [
+        "TypedEvent_" + b"Restored".hex(),
+        "Restored",
+        "2",
+    ]
+
+
+def test_a_run_of_typed_events_restored_replays_its_model_call(monkeypatch, llm_server, tmp_path):
+    from flink_agents.api import ActionExecutionError
+    from flink_agents.runtime import LocalRunner
+    from flink_agents.runtime.action_log.sqlite import SqliteActionLog
+    from flink_agents.runtime.journal import ActionJournal
+
+    monkeypatch.setenv(agents.STAND_IN, llm_server.base_url.removesuffix("/v1"))
+    llm_server.add_rule(Rule(reply_text="twelve"))
+    with SqliteActionLog(tmp_path / "log.db") as log:
+        log.setup()
+        first = LocalRunner(agents.RestoredAgent(), journal=ActionJournal(log, "job"))
+        checkpoint = first.snapshot()
+        agents.CRASH_ONCE.add("q")
+        with pytest.raises(ActionExecutionError, match="crashed after the model answered q"):
+            first.run("q", "1 foot in inches?")
+    with SqliteActionLog(tmp_path / "log.db") as log:  # the restarted job's
+        second = LocalRunner(agents.RestoredAgent(), journal=ActionJournal(log, "job"))
+        second.restore(checkpoint)
+        assert second.run("q", "1 foot in inches?") == ["twelve"]
+    assert len(llm_server.calls) == 1  # the recorded answer, not a second request

@@ -60,3 +60,49 @@ class TypedAgent(Agent):
         response = ChatResponseEvent.from_event(event).response
         structured = response.extra_args.get(STRUCTURED_OUTPUT)
         ctx.send_event(OutputEvent(output=structured or response.content))
+
+
+CRASH_ONCE: set[str] = set()
+"""Keys whose next answer action crashes (the process dying after the model answered)."""
+
+
+class Crash(Exception):
+    """The process dying, as far as the run can tell."""
+
+
+class RestoredAgent(Agent):
+    """0.3 style: input -> a typed event -> a model call -> the answer (crashes once)."""
+
+    @chat_model_connection
+    @staticmethod
+    def stand_in() -> ResourceDescriptor:
+        return ResourceDescriptor(
+            clazz=ResourceName.ChatModel.OLLAMA_CONNECTION, base_url=os.environ[STAND_IN]
+        )
+
+    @chat_model_setup
+    @staticmethod
+    def model() -> ResourceDescriptor:
+        return ResourceDescriptor(
+            clazz=ResourceName.ChatModel.OLLAMA_SETUP, connection="stand_in", model="qwen3:8b"
+        )
+
+    @action(InputEvent.EVENT_TYPE)
+    @staticmethod
+    def ask(event: Event, ctx: RunnerContext) -> None:
+        question = InputEvent.from_event(event).input
+        ctx.send_event(Event(type=ASKED, attributes={"question": question}))
+
+    @action(ASKED)
+    @staticmethod
+    def to_model(event: Event, ctx: RunnerContext) -> None:
+        message = ChatMessage(role=MessageRole.USER, content=event.get_attr("question"))
+        ctx.send_event(ChatRequestEvent(model="model", messages=[message]))
+
+    @action(ChatResponseEvent.EVENT_TYPE)
+    @staticmethod
+    def answer(event: Event, ctx: RunnerContext) -> None:
+        if ctx.key in CRASH_ONCE:
+            CRASH_ONCE.discard(ctx.key)
+            raise Crash(f"crashed after the model answered {ctx.key}")
+        ctx.send_event(OutputEvent(output=ChatResponseEvent.from_event(event).response.content))
