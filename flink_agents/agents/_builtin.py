@@ -54,13 +54,11 @@ from flink_agents.api import (
     ToolUnavailableError,
     UnknownResourceError,
 )
+from flink_agents.api.agents.agent import STRUCTURED_OUTPUT
 from flink_agents.api.internal import resolve_output_schema
 
 _MS = timedelta(milliseconds=1)
 
-STRUCTURED_OUTPUT = "structured_output"
-"""The key of a final answer's ``extra_args`` holding its structured output (where agents
-written for Apache Flink Agents read it; ``ChatResponseEvent.structured_output`` too)."""
 CHATS_PATH = "_flink_agents.chats"
 """Sensory-memory object holding the conversations waiting on tool results."""
 

@@ -18,7 +18,6 @@ embedding model setup the user wrote their way (``BaseChatModelSetup``) is answe
 from __future__ import annotations
 
 import importlib
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,7 +31,6 @@ from flink_agents.api import (
     FlinkAgentsError,
     Prompt,
     ResourceType,
-    StructuredOutputError,
     Tool,
     ToolSpec,
 )
@@ -50,7 +48,6 @@ OPENAI_URL = "https://api.openai.com/v1"
 NO_KEY = "unused"
 """The API key sent to an endpoint that takes none (Ollama): the client needs one."""
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 _THINKING = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
 
 
@@ -257,6 +254,39 @@ def _import_class(clazz: str, *, strict: bool) -> Any:
         ) from None
 
 
+def _client_args(
+    kind: str, arguments: dict[str, Any], *, base_urls: tuple[str, ...], timeout: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The OpenAI client's arguments (``base_url``, ``api_key``, ``timeout``,
+    ``max_retries``) from a connection's arguments of theirs, and the arguments left over.
+
+    Ollama takes ``base_url`` (its root: ``/v1`` is its OpenAI-compatible API) and
+    ``request_timeout``; OpenAI the first of ``base_urls`` given, ``api_key``, ``timeout``
+    (by that name) and ``max_retries``.
+    """
+    rest = dict(arguments)
+    if kind == "ollama":
+        root = str(rest.pop("base_url", OLLAMA_URL)).rstrip("/")
+        client: dict[str, Any] = {"base_url": f"{root}/v1", "api_key": NO_KEY}
+        waited = rest.pop("request_timeout", None)
+    else:
+        url = None
+        for name in base_urls:  # the first given; a later spelling beside it is unknown
+            url = rest.pop(name, None)
+            if url:
+                break
+        client = {"base_url": url or OPENAI_URL}
+        key = rest.pop("api_key", None)
+        if key:
+            client["api_key"] = key
+        waited = rest.pop(timeout, None)
+        if "max_retries" in rest:
+            client["max_retries"] = int(rest.pop("max_retries"))
+    if waited is not None:
+        client["timeout"] = float(waited)
+    return client, rest
+
+
 class ChatModelConnection:
     """A chat model provider's address and credentials, shared by the setups naming it.
 
@@ -271,32 +301,17 @@ class ChatModelConnection:
 
     def __init__(self, kind: str, **arguments: Any) -> None:
         self.kind = kind
-        if kind == "ollama":
-            base_url = str(arguments.pop("base_url", OLLAMA_URL)).rstrip("/")
-            timeout = arguments.pop("request_timeout", None)
-            self.client_args: dict[str, Any] = {
-                "base_url": f"{base_url}/v1",
-                "api_key": NO_KEY,
-            }
-        else:
-            base_url = arguments.pop("api_base_url", None) or arguments.pop("base_url", None)
-            timeout = arguments.pop("timeout", None)
-            self.client_args = {"base_url": base_url or OPENAI_URL}
-            if arguments.get("api_key"):
-                self.client_args["api_key"] = arguments.pop("api_key")
-            else:
-                arguments.pop("api_key", None)
-            if "max_retries" in arguments:
-                self.client_args["max_retries"] = int(arguments.pop("max_retries"))
-            headers = arguments.pop("default_headers", None)
-            if headers:
-                self.client_args["extra_args"] = {"extra_headers": dict(headers)}
-            arguments.pop("reuse_client", None)
-        if timeout is not None:
-            self.client_args["timeout"] = float(timeout)
-        if arguments:
+        self.client_args, rest = _client_args(
+            kind, arguments, base_urls=("api_base_url", "base_url"), timeout="timeout"
+        )
+        headers = rest.pop("default_headers", None) if kind == "openai" else None
+        if headers:
+            self.client_args["extra_args"] = {"extra_headers": dict(headers)}
+        if kind == "openai":
+            rest.pop("reuse_client", None)
+        if rest:
             raise FlinkAgentsError(
-                f"unknown arguments of a {kind} chat model connection: {sorted(arguments)}"
+                f"unknown arguments of a {kind} chat model connection: {sorted(rest)}"
             )
 
     def model(self, model: str, **settings: Any) -> BaseChatModel:
@@ -470,25 +485,15 @@ class EmbeddingModelConnection:
 
     def __init__(self, kind: str, **arguments: Any) -> None:
         self.kind = kind
-        if kind == "ollama":
-            base_url = str(arguments.pop("base_url", OLLAMA_URL)).rstrip("/")
-            self.client_args: dict[str, Any] = {"base_url": f"{base_url}/v1", "api_key": NO_KEY}
-            timeout = arguments.pop("request_timeout", None)
-        else:
-            self.client_args = {"base_url": arguments.pop("base_url", None) or OPENAI_URL}
-            if arguments.get("api_key"):
-                self.client_args["api_key"] = arguments.pop("api_key")
-            arguments.pop("api_key", None)
-            timeout = arguments.pop("request_timeout", None)
-            if "max_retries" in arguments:
-                self.client_args["max_retries"] = int(arguments.pop("max_retries"))
+        self.client_args, rest = _client_args(
+            kind, arguments, base_urls=("base_url",), timeout="request_timeout"
+        )
+        if kind == "openai":
             for unused in ("organization", "project"):
-                arguments.pop(unused, None)
-        if timeout is not None:
-            self.client_args["timeout"] = float(timeout)
-        if arguments:
+                rest.pop(unused, None)
+        if rest:
             raise FlinkAgentsError(
-                f"unknown arguments of a {kind} embedding model connection: {sorted(arguments)}"
+                f"unknown arguments of a {kind} embedding model connection: {sorted(rest)}"
             )
 
     def model(self, model: str, dimension: int | None = None) -> BaseEmbeddingModel:
@@ -596,7 +601,10 @@ class ResourceChatModel(BaseChatModel):
             )
         structured = None
         if output_schema is not None and not reply.tool_calls:
-            structured = structured_output(reply.text, output_schema)
+            # (here: the chat integration imports the openai client, ~0.7 s)
+            from flink_agents.integrations.chat.internal import parse_structured
+
+            structured = parse_structured(reply.text, output_schema, type(self.setup).__name__)
         return ChatResponse(message=reply, structured=structured, model=type(self.setup).__name__)
 
     def close(self) -> None:
@@ -638,28 +646,6 @@ class ResourceEmbeddingModel(BaseEmbeddingModel):
 def _normalized(vector: list[float]) -> list[float]:
     norm = sum(x * x for x in vector) ** 0.5
     return [x / norm for x in vector] if norm else vector
-
-
-def structured_output(text: str, schema: OutputSchema) -> Any:
-    """``text`` (JSON, perhaps in a code fence) validated into ``schema``.
-
-    Raises:
-        StructuredOutputError: it is not JSON, or does not match.
-    """
-    from pydantic import BaseModel
-
-    fenced = _FENCE.fullmatch(text.strip())
-    body = fenced.group(1) if fenced else text
-    try:
-        value = json.loads(body)
-        if isinstance(schema, type) and issubclass(schema, BaseModel):
-            return schema.model_validate(value)
-        return value
-    except ValueError as error:
-        raise StructuredOutputError(
-            f"the answer does not match the output schema: {type(error).__name__}: "
-            f"{str(error)[:200]}"
-        ) from None
 
 
 def _for_their_code(get_resource: ResourceLookup) -> ResourceLookup:
