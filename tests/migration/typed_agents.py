@@ -17,7 +17,23 @@ STAND_IN = "MIGRATION_STAND_IN_URL"
 ASKED = "QuestionAsked"
 
 
-class TypedAgent(Agent):
+class Asks(Agent):
+    """Input -> an event of a type string -> a request to the model ``converter``."""
+
+    @action(InputEvent.EVENT_TYPE)
+    @staticmethod
+    def ask(event: Event, ctx: RunnerContext) -> None:
+        question = InputEvent.from_event(event).input
+        ctx.send_event(Event(type=ASKED, attributes={"question": question}))
+
+    @action(ASKED)
+    @staticmethod
+    def to_model(event: Event, ctx: RunnerContext) -> None:
+        message = ChatMessage(role=MessageRole.USER, content=event.get_attr("question"))
+        ctx.send_event(ChatRequestEvent(model="converter", messages=[message]))
+
+
+class TypedAgent(Asks):
     @skills
     @staticmethod
     def pack() -> Skills:
@@ -42,18 +58,6 @@ class TypedAgent(Agent):
             skills=["unit-converter"],
         )
 
-    @action(InputEvent.EVENT_TYPE)
-    @staticmethod
-    def ask(event: Event, ctx: RunnerContext) -> None:
-        question = InputEvent.from_event(event).input
-        ctx.send_event(Event(type=ASKED, attributes={"question": question}))
-
-    @action(ASKED)
-    @staticmethod
-    def to_model(event: Event, ctx: RunnerContext) -> None:
-        message = ChatMessage(role=MessageRole.USER, content=event.get_attr("question"))
-        ctx.send_event(ChatRequestEvent(model="converter", messages=[message]))
-
     @action(ChatResponseEvent.EVENT_TYPE)
     @staticmethod
     def answer(event: Event, ctx: RunnerContext) -> None:
@@ -70,7 +74,7 @@ class Crash(Exception):
     """The process dying, as far as the run can tell."""
 
 
-class RestoredAgent(Agent):
+class RestoredAgent(Asks):
     """0.3 style: input -> a typed event -> a model call -> the answer (crashes once)."""
 
     @chat_model_connection
@@ -82,22 +86,10 @@ class RestoredAgent(Agent):
 
     @chat_model_setup
     @staticmethod
-    def model() -> ResourceDescriptor:
+    def converter() -> ResourceDescriptor:
         return ResourceDescriptor(
             clazz=ResourceName.ChatModel.OLLAMA_SETUP, connection="stand_in", model="qwen3:8b"
         )
-
-    @action(InputEvent.EVENT_TYPE)
-    @staticmethod
-    def ask(event: Event, ctx: RunnerContext) -> None:
-        question = InputEvent.from_event(event).input
-        ctx.send_event(Event(type=ASKED, attributes={"question": question}))
-
-    @action(ASKED)
-    @staticmethod
-    def to_model(event: Event, ctx: RunnerContext) -> None:
-        message = ChatMessage(role=MessageRole.USER, content=event.get_attr("question"))
-        ctx.send_event(ChatRequestEvent(model="model", messages=[message]))
 
     @action(ChatResponseEvent.EVENT_TYPE)
     @staticmethod
