@@ -1,0 +1,247 @@
+"""Scale (issue 45): the memory agent's cost as keys and a key's memory grow, on the heap,
+RocksDB and ForSt state backends, against raw PyFlink doing the same ``MapState`` work on the
+same backend in the same run.
+
+``keys``: ``bench.agents.CounterAgent`` (two actions a record, two short-term fields a key)
+and ``bench.agents.RawCounter`` over 100, 10,000 and 1,000,000 keys, each key getting at
+least three records (``max(--min-records, 3 x keys)``), with ``action_log="none"`` and with
+the default (SQLite) log. Throughput is net of an empty job (source and discarding sink) of
+as many records; the ratio is raw's time over the agent's.
+
+``fields``: ``bench.scale_agents.FieldsAgent`` and ``RawFields`` over ``--field-keys`` keys
+whose memory holds 10, 100 and 1,000 fields (a tree of objects, lists among the values). A
+key's first record fills its memory; each of its ``--touches`` later records reads one field
+and writes two. The fill is timed alone (a job of one record a key) and taken off, so the
+figure is the cost of a record that touches a few fields: it should not grow with the size
+of the memory.
+
+Every job is a fresh MiniCluster job, in thread mode (our default), at parallelism 1; each
+figure is the median of ``--repeat`` rounds. ``--backends`` picks from heap (``hashmap``),
+rocksdb and forst (each with Flink's defaults: RocksDB's local directory under the
+TaskManager's temporary directory, no checkpoints). Before timing, every backend runs the
+correctness check of ``state_throughput`` (both jobs' outputs and final values).
+
+    PYTHONPATH=$PWD .venv/bin/python -m bench.scale keys [--keys 100,10000,1000000]
+    PYTHONPATH=$PWD .venv/bin/python -m bench.scale fields [--fields 10,100,1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from pyflink.common import Types
+
+from bench import agents, scale_agents
+from bench._common import (
+    discard,
+    enable_thread_mode,
+    key_stream,
+    keyed_records,
+    machine_summary,
+    median_walls,
+    record_figure,
+    sequence,
+    table,
+)
+from bench.state_throughput import verify
+from flink_agents.api import AgentsExecutionEnvironment
+
+GOAL = 0.7
+BACKENDS = {"heap": "hashmap", "rocksdb": "rocksdb", "forst": "forst"}
+
+
+def backend_config(backend: str) -> dict[str, str]:
+    return {"python.execution-mode": "thread", "state.backend.type": BACKENDS[backend]}
+
+
+def counter_agent(env, records: int, keys: int, **options):
+    environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
+    return (
+        environment.from_datastream(
+            keyed_records(env, records, keys),
+            key_selector=agents.record_key,
+            key_type=Types.STRING(),
+        )
+        .apply(agents.CounterAgent)
+        .to_datastream()
+    )
+
+
+def raw_counter(env, records: int, keys: int):
+    stream = key_stream(keyed_records(env, records, keys))
+    return stream.process(agents.RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY())
+
+
+def fields_records(env, records: int, keys: int, fields: int):
+    return sequence(env, records).map(
+        scale_agents.ToFieldsRecord(keys, fields), output_type=scale_agents.RECORD_TYPE
+    )
+
+
+def fields_agent(env, records: int, keys: int, fields: int):
+    environment = AgentsExecutionEnvironment.get_execution_environment(env, action_log="none")
+    return (
+        environment.from_datastream(
+            fields_records(env, records, keys, fields),
+            key_selector=agents.record_key,
+            key_type=Types.STRING(),
+        )
+        .apply(scale_agents.FieldsAgent)
+        .to_datastream()
+    )
+
+
+def raw_fields(env, records: int, keys: int, fields: int):
+    stream = key_stream(fields_records(env, records, keys, fields))
+    return stream.process(scale_agents.RawFields(), output_type=Types.PICKLED_BYTE_ARRAY())
+
+
+def _job(build: Callable, *args, **options) -> Callable:
+    """A job for ``median_walls``: ``build``'s stream on the env, into a discarding sink."""
+    return lambda env: discard(build(env, *args, **options))
+
+
+def keys_curve(args: argparse.Namespace) -> None:
+    rows = []
+    for keys in args.keys:
+        records = max(args.min_records, 3 * keys)
+        for backend in args.backends:
+            print(f"-- {keys:,} keys, {records:,} records, {backend}", flush=True)
+            jobs = {
+                "empty": lambda env, n=records: discard(sequence(env, n)),
+                "raw": _job(raw_counter, records, keys),
+                "no log": _job(counter_agent, records, keys, action_log="none"),
+                "default log": _job(counter_agent, records, keys),
+            }
+            walls = median_walls(jobs, args.repeat, backend_config(backend))
+            net = {name: walls[name] - walls["empty"] for name in ("raw", "no log", "default log")}
+            no_log, default = net["raw"] / net["no log"], net["raw"] / net["default log"]
+            rows.append(
+                (
+                    f"{keys:,}",
+                    backend,
+                    f"{records:,}",
+                    records / net["raw"],
+                    records / net["no log"],
+                    records / net["default log"],
+                    no_log,
+                    default,
+                )
+            )
+            detail = f"{keys:,} keys, {records:,} records, {backend}, median of {args.repeat}"
+            record_figure(f"scale.keys.{backend}.{keys}.no_log_over_raw", no_log, detail)
+            record_figure(f"scale.keys.{backend}.{keys}.default_log_over_raw", default, detail)
+            print(table(HEADERS_KEYS, rows[-1:]), flush=True)
+    print()
+    print(table(HEADERS_KEYS, rows))
+    met = all(row[6] >= GOAL and row[7] >= GOAL for row in rows)
+    print(("MET" if met else "NOT MET") + f": agent/raw >= {GOAL} at every size and backend")
+
+
+HEADERS_KEYS = [
+    "keys",
+    "backend",
+    "records",
+    "raw rec/s",
+    "no log rec/s",
+    "default log rec/s",
+    "no log / raw",
+    "default log / raw",
+]
+
+
+def fields_curve(args: argparse.Namespace) -> None:
+    keys, touches = args.field_keys, args.touches
+    records = keys * (1 + touches)
+    rows = []
+    for fields in args.fields:
+        for backend in args.backends:
+            print(f"-- {fields:,} fields a key, {keys:,} keys, {backend}", flush=True)
+            jobs = {
+                "raw fill": _job(raw_fields, keys, keys, fields),
+                "raw": _job(raw_fields, records, keys, fields),
+                "agent fill": _job(fields_agent, keys, keys, fields),
+                "agent": _job(fields_agent, records, keys, fields),
+            }
+            walls = median_walls(jobs, args.repeat, backend_config(backend))
+            touched = keys * touches
+            raw_us = (walls["raw"] - walls["raw fill"]) / touched * 1e6
+            agent_us = (walls["agent"] - walls["agent fill"]) / touched * 1e6
+            fill_raw_ms = walls["raw fill"]
+            fill_agent_ms = walls["agent fill"]
+            rows.append(
+                (
+                    f"{fields:,}",
+                    backend,
+                    raw_us,
+                    agent_us,
+                    raw_us / agent_us,
+                    fill_raw_ms,
+                    fill_agent_ms,
+                )
+            )
+            detail = f"{fields} fields, {keys:,} keys x {touches} touches, {backend}"
+            record_figure(f"scale.fields.{backend}.{fields}.agent_us", agent_us, detail)
+            record_figure(
+                f"scale.fields.{backend}.{fields}.agent_over_raw", raw_us / agent_us, detail
+            )
+            print(table(HEADERS_FIELDS, rows[-1:]), flush=True)
+    print()
+    print(table(HEADERS_FIELDS, rows))
+    for backend in args.backends:
+        mine = [row for row in rows if row[1] == backend]
+        if len(mine) > 1:
+            growth = mine[-1][3] / mine[0][3]
+            print(
+                f"{backend}: a touch costs {growth:.2f}x as much at {mine[-1][0]} fields as at "
+                f"{mine[0][0]} (agent); raw {mine[-1][2] / mine[0][2]:.2f}x"
+            )
+
+
+HEADERS_FIELDS = [
+    "fields a key",
+    "backend",
+    "raw us/touch",
+    "agent us/touch",
+    "agent / raw",
+    "raw fill job s",
+    "agent fill job s",
+]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part.replace("_", "")) for part in text.split(",") if part]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["keys", "fields", "all"])
+    parser.add_argument("--backends", default="heap,rocksdb,forst")
+    parser.add_argument("--keys", type=_ints, default=[100, 10_000, 1_000_000])
+    parser.add_argument("--min-records", type=int, default=300_000)
+    parser.add_argument("--fields", type=_ints, default=[10, 100, 1000])
+    parser.add_argument("--field-keys", type=int, default=1000)
+    parser.add_argument("--touches", type=int, default=30, help="records a key after its fill")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args(argv)
+    args.backends = args.backends.split(",")
+    unknown = set(args.backends) - set(BACKENDS)
+    if unknown:
+        parser.error(f"unknown backends {sorted(unknown)}; known: {sorted(BACKENDS)}")
+    enable_thread_mode()
+    print("== scale: keys, memory per key, state backends ==")
+    print(machine_summary(), flush=True)
+    for backend in args.backends:
+        print(f"verify on {backend}:")
+        verify(backend_config(backend))
+    if args.what in ("keys", "all"):
+        keys_curve(args)
+    if args.what in ("fields", "all"):
+        fields_curve(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
