@@ -5,7 +5,8 @@ compacted is only marked to be checked again when its job ends. Each pass writes
 replacement items first and deletes what they replace after, so a pass that fails anywhere
 loses nothing (at worst a summary and the items it covers both remain until the next pass).
 A failed pass is retried with exponential backoff; after the last attempt the error is
-logged and kept in ``errors``, and the next ``add`` to the set schedules it again.
+logged and kept in ``errors`` (the latest ``ERRORS_KEPT``), and the next ``add`` to the set
+schedules it again.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -39,6 +41,10 @@ from flink_agents.memory.long_term._codec import (
 from flink_agents.memory.long_term._core import MemoryCore
 
 logger = logging.getLogger(__name__)
+
+ERRORS_KEPT = 100
+"""Passes given up that ``Compactor.errors`` keeps, the newest: a store that is down fails
+the pass of every set added to, and each error holds its traceback's frames."""
 
 SUMMARY_INSTRUCTIONS = (
     "You condense an agent's older memories into one memory. Keep every fact, preference, "
@@ -84,8 +90,9 @@ class Compactor:
         self.max_wait = max_wait
         self.observer: Any = None
         """Told of each compaction (a ``LongTermObserver``: the runtime's metrics)."""
-        self.errors: list[BaseException] = []
-        """Passes given up after their last attempt (newest last), for inspection."""
+        self.errors: deque[BaseException] = deque(maxlen=ERRORS_KEPT)
+        """The latest passes given up after their last attempt (newest last), for inspection:
+        at most ``ERRORS_KEPT``, however many sets failed."""
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flink-agents-compaction")
         # Background jobs that pause (access records, paced and gathered over an interval)
         # run beside the pool: sleeping in a pool worker held up the passes queued behind it.

@@ -102,7 +102,8 @@ class VectorLongTermMemory:
 
     @property
     def compaction_errors(self) -> list[BaseException]:
-        """Compactions given up after their last retry (they run again on the next add)."""
+        """Compactions given up after their last retry (they run again on the next add): the
+        latest ``ERRORS_KEPT`` (100), newest last."""
         return list(self.compactor.errors)
 
     def wait_for_writes(self, timeout: float | None = None) -> bool:

@@ -511,6 +511,12 @@ class ActionJournal:
         self.flush()
         with self._operation("pruning expired records"):
             removed = self.log.prune(self.job, cutoff)
+        if cutoff > self.started_ms:
+            # The run index lists only what earlier attempts wrote, all before this one
+            # started, and this prune removed all of that: it has nothing left to answer
+            # for. Dropped, rather than kept for as long as the attempt runs (an entry per
+            # key of the job the log held when it was restored: a million of them, at scale).
+            self._index = {}
         self.pruned += removed
         if removed:
             logger.info(
