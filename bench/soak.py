@@ -14,6 +14,15 @@ resident memory (VmRSS) of the TaskManager and of its Python worker; the series 
 and written to ``bench/out/soak.csv``.
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.soak --records 200000
+
+With ``--minutes M`` it is the soak with failures instead (``bench/_soak_failures.py``,
+issue 45 goal 6): ``LedgerAgent`` for M minutes, input as fast as the job goes, checkpoints
+every 10 s, a failure every ``--fail-every`` minutes (``kill -9`` of the TaskManager and an
+exception in the agent, alternately), throughput, RSS, checkpoint size and the log sampled,
+each series' first and last quarters compared, and every output checked exactly once once
+the job is stopped with a drain.
+
+    PYTHONPATH=$PWD .venv/bin/python -m bench.soak --minutes 120 --fail-every 15
 """
 
 from __future__ import annotations
@@ -24,16 +33,16 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from bench._common import machine_summary, table
+from bench._probes import file_mib, open_when_created, python_workers, records_in, rss_mib
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan import AgentPlan, save_plan, to_plan
-from flink_agents.runtime.action_log import ActionLog, open_action_log
-from flink_agents.testing import StandaloneCluster, process_tree
+from flink_agents.runtime.action_log import ActionLog
+from flink_agents.testing import StandaloneCluster
 from flink_agents.testing.recovery import LedgerAgent, make_records
 from flink_agents.testing.torture import (
     TERMINAL,
@@ -84,51 +93,6 @@ class Sample:
     worker_rss_mib: float
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of one process (VmRSS from /proc; 0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def python_workers(taskmanager: int) -> list[int]:
-    """The Python processes below a TaskManager (its Python workers)."""
-    found = []
-    for pid in process_tree(taskmanager)[1:]:
-        try:
-            name = Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
-            continue
-        if name.startswith("python"):
-            found.append(pid)
-    return found
-
-
-def file_mib(database: Path) -> float:
-    """The SQLite log's size on disk: the database with its write-ahead log and index."""
-    total = 0
-    for suffix in ("", "-wal", "-shm"):
-        path = database.with_name(database.name + suffix)
-        if path.exists():
-            total += path.stat().st_size
-    return total / 2**20
-
-
-def records_in(cluster: StandaloneCluster, job_id: str) -> int:
-    """Records the agent operator has taken in so far (Flink's ``read-records`` metric)."""
-    try:
-        for vertex in cluster.rest(f"/jobs/{job_id}")["vertices"]:
-            if vertex["name"].startswith("agent:"):
-                return int(vertex["metrics"]["read-records"])
-    except (OSError, KeyError, ValueError):
-        pass
-    return 0
-
-
 def write_input(work: Path, records: int, users: int) -> Path:
     data = work / "input.jsonl"
     with data.open("w") as file:
@@ -139,15 +103,57 @@ def write_input(work: Path, records: int, users: int) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=None,
+        help="default: 200,000; with --minutes, --max-rate records a second for the whole time",
+    )
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--agent", choices=("simple", "ledger"), default="simple")
-    parser.add_argument("--retention-ms", type=int, default=5000)
+    parser.add_argument(
+        "--retention-ms",
+        type=int,
+        default=None,
+        help="the log's window (default: 5,000; 60,000 with --minutes)",
+    )
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--work", type=Path, default=None, help="keep files here (default: tmp)")
     parser.add_argument("--csv", type=Path, default=OUT)
-    args = parser.parse_args(argv)
+    failures = parser.add_argument_group("the soak with failures (LedgerAgent)")
+    failures.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="run this long, with failures (the mode's switch)",
+    )
+    failures.add_argument(
+        "--fail-every", type=float, default=15.0, help="minutes between failures (0: none)"
+    )
+    failures.add_argument(
+        "--failure", choices=("alternate", "kill", "exception"), default="alternate"
+    )
+    failures.add_argument("--checkpoint-s", type=float, default=10.0)
+    failures.add_argument(
+        "--max-rate",
+        type=float,
+        default=2500.0,
+        help="records/s the input is sized for (more than the job takes)",
+    )
+    failures.add_argument(
+        "--settle-s",
+        type=float,
+        default=60.0,
+        help="seconds after a failure left out of the comparison",
+    )
+    args = parser.parse_args(argv)  # fmt: skip
+    if args.minutes:
+        from bench import _soak_failures
+
+        return _soak_failures.run(args, machine_summary())
+    args.records = args.records or 200_000
+    args.retention_ms = args.retention_ms or 5000
     print(machine_summary())
     with ExitStack() as stack:
         work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -245,20 +251,6 @@ def report(samples: list[Sample], state: str, elapsed: float, args: argparse.Nam
         half[-1].elapsed_s - half[0].elapsed_s, 1
     )
     print(f"records/s over the second half: {rate:,.0f}")
-
-
-@contextmanager
-def open_when_created(database: Path, timeout: float = 120) -> Iterator[ActionLog]:
-    """The job's SQLite log, opened once the job created it (its Python worker sets it up)."""
-    deadline = time.monotonic() + timeout
-    while not database.exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    log = open_action_log(f"sqlite://{database}")
-    log.setup()
-    try:
-        yield log
-    finally:
-        log.close()
 
 
 if __name__ == "__main__":

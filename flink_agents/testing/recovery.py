@@ -61,7 +61,20 @@ def _maybe_fail(config: Mapping[str, Any]) -> None:
     at least that many executions (a marker file per threshold remembers it across the
     restart). Counting executions, not record ids, makes every failure happen whatever the
     interleaving of keys: a record id may be done before an earlier failure, and then be
-    replayed from the log, never reaching here again."""
+    replayed from the log, never reaching here again.
+
+    Fail once, too, each time the file ``fail_marker`` names appears (a soak creates it when
+    a failure is due): the call that removes it fails, so exactly one does, whatever the
+    number of threads or workers. It costs an ``unlink`` per call, where ``fail_after_calls``
+    reads the whole ledger: the one to use for a long run."""
+    marker = config.get("fail_marker")
+    if marker:
+        try:
+            os.remove(marker)
+        except FileNotFoundError:
+            pass
+        else:
+            raise InjectedFailure(f"injected failure: {marker} appeared")
     thresholds = config.get("fail_after_calls", ())
     if not thresholds:
         return
@@ -82,7 +95,8 @@ class LedgerAgent(Agent):
     """Two actions per record, each with a durable call; memory written with set,
     new_object and delete. Config: ``ledger`` (file path), ``delay_s`` (latency of the
     first call), ``fail_after_calls`` (ledger sizes at which the first action fails once,
-    after its call)."""
+    after its call), ``fail_marker`` (a file whose appearance makes it fail once, after its
+    call)."""
 
     @action(InputEvent)
     async def charge(event: InputEvent, ctx: RunnerContext) -> None:
