@@ -28,16 +28,22 @@ MODES = ("process", "thread")
 """PyFlink's Python execution modes: a worker process (beam), or Python inside the JVM."""
 
 
-def flink_environment(parallelism: int = 2, mode: str | None = None) -> StreamExecutionEnvironment:
+def flink_environment(
+    parallelism: int = 2, mode: str | None = None, config: Mapping[str, str] | None = None
+) -> StreamExecutionEnvironment:
     """A MiniCluster environment; ``mode`` sets ``python.execution-mode`` (None: left to
-    ``AgentsExecutionEnvironment``, which chooses thread mode and its import path)."""
-    if mode is None:
+    ``AgentsExecutionEnvironment``, which chooses thread mode and its import path);
+    ``config`` holds further Flink options (``state.backend.type``, ...)."""
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"unknown execution mode {mode!r}")
+    if mode is None and not config:
         env = StreamExecutionEnvironment.get_execution_environment()
     else:
-        if mode not in MODES:
-            raise ValueError(f"unknown execution mode {mode!r}")
         configuration = Configuration()
-        configuration.set_string("python.execution-mode", mode)
+        for name, value in (config or {}).items():
+            configuration.set_string(name, value)
+        if mode is not None:
+            configuration.set_string("python.execution-mode", mode)
         env = StreamExecutionEnvironment.get_execution_environment(configuration)
     env.set_parallelism(parallelism)
     return env
@@ -127,11 +133,13 @@ def run_flink(
     mode: str,
     parallelism: int = 2,
     probe_mode: bool = True,
+    config: Mapping[str, str] | None = None,
 ) -> dict[str, Observed]:
     """Every pipeline in one MiniCluster job, plus with ``probe_mode`` the ``mode-probe``
-    pipeline (whose output says whether the job's Python ran in thread mode). A job that
-    fails gives every pipeline its failure."""
-    env = flink_environment(parallelism, mode)
+    pipeline (whose output says whether the job's Python ran in thread mode); ``config``
+    holds further Flink options of the job. A job that fails gives every pipeline its
+    failure."""
+    env = flink_environment(parallelism, mode, config)
     streams = []
     observed: dict[str, Observed] = {}
     for pipeline in [*pipelines, *([MODE_PROBE] if probe_mode else [])]:
