@@ -53,6 +53,12 @@ def file_mib(database: Path) -> float:
     return total / 2**20
 
 
+def wal_mib(database: Path) -> float:
+    """The SQLite log's write-ahead log alone (0 when there is none)."""
+    path = database.with_name(database.name + "-wal")
+    return path.stat().st_size / 2**20 if path.exists() else 0.0
+
+
 def tree_kib(directory: Path) -> float:
     """The bytes of the files under ``directory`` (0 if it is gone), in KiB."""
     total = 0

@@ -56,6 +56,7 @@ from bench._probes import (
     records_in,
     rss_mib,
     tree_kib,
+    wal_mib,
 )
 from bench._soak_check import REPEATS_PER_FAILURE, check_outputs
 from flink_agents.plan import save_plan, to_plan
@@ -95,6 +96,9 @@ class Sample:
     """The latest completed checkpoint's duration."""
     log_rows: int
     log_mib: float
+    """The SQLite log's files: database, write-ahead log and index."""
+    log_wal_mib: float
+    """Its write-ahead log alone (cut back to the log's limit after each checkpoint)."""
     tm_rss_mib: float
     worker_rss_mib: float
     """Python workers outside the JVM: 0 in thread mode (their memory is the JVM's)."""
@@ -277,6 +281,7 @@ class _Soak:
             checkpoint_s=round(int(latest.get("end_to_end_duration") or 0) / 1000, 2),
             log_rows=self.log.count(self.job_name),
             log_mib=round(file_mib(self.paths.database), 2),
+            log_wal_mib=round(wal_mib(self.paths.database), 2),
             tm_rss_mib=round(sum(rss_mib(p) for p in taskmanagers), 1),
             worker_rss_mib=round(sum(rss_mib(p) for p in workers), 1),
         )
@@ -367,6 +372,8 @@ SERIES: tuple[tuple[str, Callable[[Sample], float]], ...] = (
     ("checkpoint duration s", lambda s: s.checkpoint_s),
     ("log rows", lambda s: s.log_rows),
     ("log MiB (db+wal+shm)", lambda s: s.log_mib),
+    ("log's -wal MiB", lambda s: s.log_wal_mib),
+    ("load average, 1 min", lambda s: s.load_1m),  # not ours: what the rate ran against
 )
 
 
