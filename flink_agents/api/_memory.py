@@ -38,7 +38,9 @@ class MemoryRef:
     ) -> None:
         if not path:
             raise ValueError("a MemoryRef needs the path of a field")
-        object.__setattr__(self, "memory_type", MemoryType(memory_type))
+        if type(memory_type) is not MemoryType:  # (the enum's call costs ~1 us)
+            memory_type = MemoryType(memory_type)
+        object.__setattr__(self, "memory_type", memory_type)
         object.__setattr__(self, "path", path)
 
     def __setattr__(self, name: str, value: Any) -> None:

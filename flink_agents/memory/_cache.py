@@ -14,6 +14,7 @@ key is between callbacks too (a parked run keeps its cache).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from flink_agents.api import MemoryObject, MemoryRef, MemoryType
@@ -53,11 +54,12 @@ class CachedState:
         "_cache",
         "_cleared",
         "_dirty",
+        "_held",
         "_put_all",
         "_removed",
+        "_root",
         "_undo",
         "kind",
-        "memory_root",
     )
 
     def __init__(
@@ -82,10 +84,15 @@ class CachedState:
         self._removed = False  # whether a removal may be among the dirty keys
         self.kind = kind
         """The memory this state holds (what ``MemoryRef`` s to its fields name)."""
-        self.memory_root: MemoryObject | None = None
-        """The root memory object over this state, made by ``begin`` and shared by those
-        who read and write this state directly (``DirectActionContext``); None until then,
-        and again once one of them moved it onto a buffer of its own."""
+        self._root: weakref.ref[_CachedRoot] | None = None
+        self._held: _CachedRoot | None = None
+        """``memory_root``: held from ``begin`` until ``flush`` (a callback's use), weakly
+        after. The root holds this state (root -> ``FlatMemory`` -> state), so a strong
+        link back would be a cycle, which would outlive the key's cache entry until the
+        cycle collector found it: with many keys, every key leaving the per-key cache left
+        one, and collecting them took a third of the time (bench/RESULTS.md, issue 45).
+        Between callbacks the root lives as long as someone else holds it (the driver's
+        per-key cache, a parked action's context)."""
         self._undo: dict[Any, Any] | None = None
         """While recording (``begin``): per key written, its cache and dirty entries before
         the first write; or, once cleared, ``_ALL``: everything as it was at ``begin``."""
@@ -151,13 +158,32 @@ class CachedState:
         else:
             self._cleared = True
 
+    @property
+    def memory_root(self) -> MemoryObject | None:
+        """The root memory object over this state, made by ``begin`` and shared by those
+        who read and write this state directly (``DirectActionContext``); None until then,
+        once nobody holds it any more, and once one of them moved it onto a buffer of its
+        own (setting None)."""
+        if self._held is not None:
+            return self._held
+        return None if self._root is None else self._root()
+
+    @memory_root.setter
+    def memory_root(self, root: _CachedRoot | None) -> None:
+        self._held = root
+        self._root = None if root is None else weakref.ref(root)
+
     def begin(self) -> MemoryObject:
         """Start recording what writes replace, until ``commit`` or ``rollback``; returns
         ``memory_root``, made if there is none."""
         self._undo = {}
-        root = self.memory_root
+        root = self._held
         if root is None:
-            root = self.memory_root = _CachedRoot(FlatMemory(self, self.kind), ROOT)
+            root = None if self._root is None else self._root()
+            if root is None:
+                root = _CachedRoot(FlatMemory(self, self.kind), ROOT)
+                self._root = weakref.ref(root)
+            self._held = root
         return root
 
     def commit(self) -> bool:
@@ -199,7 +225,9 @@ class CachedState:
 
     def flush(self) -> None:
         """Write what changed to the base map (a clear first, then removals and puts; the
-        puts in one ``put_all`` when asked for and there are several)."""
+        puts in one ``put_all`` when asked for and there are several); the callback's use
+        ends, so the root is no longer held from here (``_held``)."""
+        self._held = None
         dirty = self._dirty
         if not dirty:
             if not self._cleared:

@@ -59,6 +59,16 @@ def join(base: str, path: str) -> str:
     return f"{base}.{path}" if base else path
 
 
+_REFS: dict[MemoryType, dict[str, MemoryRef]] = {kind: {} for kind in MemoryType}
+"""The references ``set`` returned, by memory and key. A reference cannot change and names
+no key of the stream, so one object serves every key's memory: a write costs a dict lookup
+for its reference, not an object."""
+
+REFS_KEPT = 16384
+"""References kept per memory: paths are few, but a path made from the data could grow
+the table with every key; past this many it starts again."""
+
+
 def check_path(path: Any) -> str:
     """Validate a relative path given by a user."""
     if not isinstance(path, str):
@@ -83,14 +93,14 @@ class FlatMemory:
         self.state = state
         self.kind = kind
         """The memory it is (what a ``MemoryRef`` to one of its fields names)."""
-        self.refs: dict[str, MemoryRef] = {}
-        """The references ``set`` returned, by key: made once per field (they cannot
-        change), so a write costs a dict lookup for its reference, not an object."""
+        self.refs = _REFS[kind]
 
     def ref(self, key: str) -> MemoryRef:
         """The reference to the field at ``key``."""
         ref = self.refs.get(key)
         if ref is None:
+            if len(self.refs) >= REFS_KEPT:
+                self.refs.clear()
             ref = self.refs[key] = MemoryRef(self.kind, key)
         return ref
 
@@ -194,9 +204,7 @@ class FlatMemory:
             marker = ObjectMarker()
             self.state.put(key, marker)
             return marker
-        raise MemoryPathError(
-            f"cannot write '{requested}': '{key}' holds a value, not an object"
-        )
+        raise MemoryPathError(f"cannot write '{requested}': '{key}' holds a value, not an object")
 
     def _drop_subtree(self, key: str) -> None:
         """Remove everything below the object at ``key`` (no-op for a plain value)."""

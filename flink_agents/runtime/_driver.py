@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import wait
 from dataclasses import dataclass
@@ -98,12 +99,16 @@ class _KeyCache:
     maps are flushed, so they start the next callback clean); the cache only saves reading
     it back, and making the maps again."""
 
-    __slots__ = ("control", "end_timer", "sensory", "short_term")
+    __slots__ = ("control", "end_timer", "roots", "sensory", "short_term")
 
     def __init__(self) -> None:
         self.control: KeyControl | None = None
         self.sensory: CachedState | None = None
         self.short_term: CachedState | None = None
+        self.roots: tuple[Any, Any] = (None, None)
+        """The maps' memory roots, kept for the next callback: a ``CachedState`` holds its
+        root only weakly (``CachedState.memory_root``), so that a key leaving the cache
+        frees its maps at once."""
         self.end_timer = False
         """This driver registered the key's end-of-input timer (it fires once, at the end)."""
 
@@ -187,11 +192,13 @@ class KeyDriver:
         """Runs waiting on durable work in this process (never checkpointed), their polls
         and the bounds on their calls."""
         self._until_prune = 1  # records until the next ``maybe_prune`` (the first asks)
-        self._keys: dict[Any, _KeyCache] = {}
+        self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
         """Recently seen keys, at most ``state-cache-keys`` of them: in the order first
         seen until there are that many, then least recently seen first (a key seen again
-        moves to the end only once the cache is full, when keys are evicted: a plain dict,
-        which keeps insertion order, is all the cache needs).
+        moves to the end only once the cache is full, when keys are evicted). An
+        ``OrderedDict``: a plain dict's first entry, once many were deleted before it, is
+        found by scanning their empty slots, which made each eviction cost microseconds
+        when every key of many misses the cache (issue 45).
         Only this driver writes its keys' state (a new attempt or a restore builds a new
         driver), so what it last wrote or read is what the state holds."""
         self._keys_limit = self.options.state_cache_keys
@@ -244,7 +251,7 @@ class KeyDriver:
         if known is None:
             known = self._known(key)  # a new key (or none: no cache)
         elif len(keys) >= self._keys_limit:
-            keys[key] = keys.pop(key)  # the most recent now (``_known``)
+            keys.move_to_end(key)  # the most recent now (``_known``)
         control = known.control if known is not None else None
         if control is None:
             control = self._control(key, state, known, timers)
@@ -599,6 +606,8 @@ class KeyDriver:
             # (nothing to do for a map the callback did not change)
             if self._ttl_ms is not None:
                 self._ran(control, timers)
+            if known is not None:  # (before the flush, which lets go of them)
+                known.roots = (sensory.memory_root, short_term.memory_root)
             _flush(control, state, sensory, short_term)
             if known is not None:
                 known.control = control
@@ -618,9 +627,9 @@ class KeyDriver:
         if known is None:
             known = keys[key] = _KeyCache()
             if len(keys) > limit:
-                del keys[next(iter(keys))]
+                keys.popitem(last=False)
         elif len(keys) >= limit:
-            keys[key] = keys.pop(key)
+            keys.move_to_end(key)
         return known
 
     def _control(
