@@ -91,8 +91,8 @@ submit: $(VENV)/.installed
 		--plan plans/support_triage.yaml --input data/support_tickets.jsonl \
 		--output out/cluster --key user --memory-snapshots
 
-bench: $(VENV)/.installed-test
-	bash bench/run_all.sh
+bench: $(VENV)/.installed-test  # SCALE=1: issue 45's scale benchmarks too (hours)
+	SCALE=$(SCALE) bash bench/run_all.sh
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -7,6 +7,10 @@
 #   bench/run_all.sh                 # everything
 #   RECORDS=50000 bench/run_all.sh   # a quicker state benchmark
 #   APACHE=0 bench/run_all.sh        # without the Apache Flink Agents comparison
+#   SCALE=1 bench/run_all.sh         # then issue 45's scale benchmarks (about 5 more hours on
+#                                    # 2 cores: a million keys on three state backends, a
+#                                    # million long-term items, the two-hour soak;
+#                                    # SOAK_MINUTES shortens the soak)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -67,6 +71,16 @@ elif bash bench/apache_flink_agents/setup.sh > "$OUT/apache_flink_agents_setup.t
 else
   echo "Apache Flink Agents could not be installed (see $OUT/apache_flink_agents_setup.txt):" \
     "skipping the comparison" | tee "$OUT/apache_flink_agents_thread.txt"
+fi
+
+# Issue 45: keys, memory per key, checkpoints and restore, long-term memory and the soak at
+# scale, each against raw PyFlink on the same backend where it has one.
+if [[ "${SCALE:-0}" == "1" ]]; then
+  step scale_keys.txt "$PY" -m bench.scale keys
+  step scale_fields.txt "$PY" -m bench.scale fields
+  step scale_checkpoints.txt "$PY" -m bench.scale_checkpoints
+  step long_term_scale.txt "$PY" -m bench.long_term_scale
+  step soak_failures.txt "$PY" -m bench.soak --minutes "${SOAK_MINUTES:-120}" --fail-every 15
 fi
 
 step goals.txt "$PY" -m bench.goals "$BENCH_FIGURES"

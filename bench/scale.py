@@ -6,7 +6,9 @@ same backend in the same run.
 and ``bench.agents.RawCounter`` over 100, 10,000 and 1,000,000 keys, each key getting at
 least three records (``max(--min-records, 3 x keys)``), with ``action_log="none"`` and with
 the default (SQLite) log. Throughput is net of an empty job (source and discarding sink) of
-as many records; the ratio is raw's time over the agent's.
+as many records; the ratio is raw's time over the agent's, by wall clock and by CPU seconds
+(this process and its JVM, which runs the Python of thread mode: steadier than the wall
+clock on a shared machine).
 
 ``fields``: ``bench.scale_agents.FieldsAgent`` and ``RawFields`` over ``--field-keys`` keys
 whose memory holds 10, 100 and 1,000 fields (a tree of objects, lists among the values). A
@@ -35,15 +37,18 @@ from pyflink.common import Types
 
 from bench import agents, scale_agents
 from bench._common import (
+    Timing,
     discard,
     enable_thread_mode,
     key_stream,
     keyed_records,
     machine_summary,
+    make_env,
     median_walls,
     record_figure,
     sequence,
     table,
+    timed,
 )
 from bench.state_throughput import verify
 from flink_agents.api import AgentsExecutionEnvironment
@@ -103,6 +108,32 @@ def _job(build: Callable, *args, **options) -> Callable:
     return lambda env: discard(build(env, *args, **options))
 
 
+def median_timings(
+    jobs: dict[str, Callable], repeat: int, config: dict[str, str]
+) -> dict[str, Timing]:
+    """Each job's median run (by wall clock) over ``repeat`` rounds, the jobs alternating
+    within each round; prints each round's walls and CPU seconds as it ends."""
+    runs: dict[str, list[Timing]] = {name: [] for name in jobs}
+    for round_ in range(repeat):
+        for name, build in jobs.items():
+            env = make_env(config=config)
+            build(env)
+            runs[name].append(timed(env, name))
+        print(
+            f"  round {round_ + 1}: "
+            + ", ".join(
+                f"{name} {t[-1].wall:.1f} s ({t[-1].py_cpu + t[-1].jvm_cpu:.1f} CPU s)"
+                for name, t in runs.items()
+            ),
+            flush=True,
+        )
+    return {name: sorted(t, key=lambda t: t.wall)[(len(t) - 1) // 2] for name, t in runs.items()}
+
+
+def _cpu(timing: Timing) -> float:
+    return timing.py_cpu + timing.jvm_cpu
+
+
 def keys_curve(args: argparse.Namespace) -> None:
     rows = []
     for keys in args.keys:
@@ -113,10 +144,15 @@ def keys_curve(args: argparse.Namespace) -> None:
                 "empty": lambda env, n=records: discard(sequence(env, n)),
                 "raw": _job(raw_counter, records, keys),
                 "no log": _job(counter_agent, records, keys, action_log="none"),
-                "default log": _job(counter_agent, records, keys),
             }
-            walls = median_walls(jobs, args.repeat, backend_config(backend))
-            net = {name: walls[name] - walls["empty"] for name in ("raw", "no log", "default log")}
+            if not args.no_default_log:
+                jobs["default log"] = _job(counter_agent, records, keys)
+            runs = median_timings(jobs, args.repeat, backend_config(backend))
+            empty = runs["empty"]
+            net = {name: runs[name].wall - empty.wall for name in jobs if name != "empty"}
+            cpu = {name: _cpu(runs[name]) - _cpu(empty) for name in net}
+            net.setdefault("default log", float("nan"))
+            cpu.setdefault("default log", float("nan"))
             no_log, default = net["raw"] / net["no log"], net["raw"] / net["default log"]
             rows.append(
                 (
@@ -128,6 +164,9 @@ def keys_curve(args: argparse.Namespace) -> None:
                     records / net["default log"],
                     no_log,
                     default,
+                    cpu["raw"] / cpu["no log"],
+                    cpu["raw"] / cpu["default log"],
+                    cpu["no log"] / records * 1e6,
                 )
             )
             detail = f"{keys:,} keys, {records:,} records, {backend}, median of {args.repeat}"
@@ -149,6 +188,9 @@ HEADERS_KEYS = [
     "default log rec/s",
     "no log / raw",
     "default log / raw",
+    "by CPU: no log / raw",
+    "default log / raw",
+    "no log CPU us/rec",
 ]
 
 
@@ -221,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="heap,rocksdb,forst")
     parser.add_argument("--keys", type=_ints, default=[100, 10_000, 1_000_000])
     parser.add_argument("--min-records", type=int, default=300_000)
+    parser.add_argument(
+        "--no-default-log", action="store_true", help="keys: the agent without a log only"
+    )
     parser.add_argument("--fields", type=_ints, default=[10, 100, 1000])
     parser.add_argument("--field-keys", type=int, default=1000)
     parser.add_argument("--touches", type=int, default=30, help="records a key after its fill")

@@ -12,10 +12,11 @@ object markers), filled with one ``put_all``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pyflink.common import Types
-from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, action
@@ -109,3 +110,28 @@ class RawFields(KeyedProcessFunction):
         memory.put(paths[(n + 1) % fields], n)
         memory.put("count", count + 1)
         yield ctx.get_current_key(), count + 1, read is not None
+
+
+# -- checkpoints and restore (bench/scale_checkpoints.py) ------------------------------------
+
+
+def parse_record(line: str) -> tuple[str, int]:
+    """An input line ``k<i>,<n>`` -> the benchmark record ``(key, n)``."""
+    key, n = line.split(",")
+    return key, int(n)
+
+
+class Progress(MapFunction):
+    """Counts the records that pass and appends ``<count> <time.time()>`` to a file every
+    ``every`` records: the benchmark's view of a running job's progress (thread mode runs
+    this inside the JVM, so a file is the way out). Passes records through unchanged."""
+
+    def __init__(self, path: str, every: int) -> None:
+        self.path, self.every, self.count = path, every, 0
+
+    def map(self, value: Any) -> Any:
+        self.count += 1
+        if self.count % self.every == 0:
+            with open(self.path, "a", encoding="ascii") as out:
+                out.write(f"{self.count} {time.time()}\n")
+        return value
