@@ -12,10 +12,11 @@ action log) each run twice, every run a fresh child process (this module with ``
    (``scale_agents.Progress`` counts them into a file), the child waits for a checkpoint
    triggered after that moment, reads its sizes from Flink's REST API (``state_size``: the
    whole state; ``checkpointed_size``: what this checkpoint wrote, smaller when incremental)
-   and cancels the job (the last checkpoint is retained; its sizes and the sum of what every
-   checkpoint of the run wrote are read back). The parent samples the resident memory of the
-   child and its JVM every 50 ms (``startup_memory.TreeSampler``): peak RSS.
-2. **restore**: the same job restored from that checkpoint, with a second file of one more
+   with the sum of what every checkpoint of the run wrote, and stops the job with a savepoint
+   (Flink's canonical format, as for an upgrade; its size on disk too). The parent samples
+   the resident memory of the child and its JVM every 50 ms (``startup_memory.TreeSampler``):
+   peak RSS.
+2. **restore**: the same job restored from that savepoint, with a second file of one more
    record for each key. Time from submission to the first outputs (restore included, against
    the fill run's time from submission to its first outputs), the rate over windows of 1% of
    the records, and the time until a window first reaches 90% of the fill run's median
@@ -56,7 +57,7 @@ from bench._common import (
 )
 from bench.startup_memory import TreeSampler
 from flink_agents.api import AgentsExecutionEnvironment
-from flink_agents.testing import free_port
+from flink_agents.testing import free_port, stop_with_savepoint
 
 BACKENDS = {
     "heap": {"state.backend.type": "hashmap"},
@@ -83,9 +84,7 @@ def child(spec: dict[str, Any]) -> int:
         **BACKENDS[spec["backend"]],
         "rest.port": str(spec["port"]),
         "state.checkpoints.dir": f"file://{work}/checkpoints",
-        "state.checkpoints.num-retained": "1",
         "execution.checkpointing.interval": "2s",
-        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
         "web.checkpoints.history": "1000",
     }
     if spec.get("restore"):
@@ -125,16 +124,17 @@ def child(spec: dict[str, Any]) -> int:
     job_id = str(client.get_job_id())
     timeline = _wait_for(progress, spec["records"], spec["timeout"])
     done = time.time()
-    _checkpoint_after(spec["port"], job_id, done, spec["timeout"])
-    client.cancel().result()
-    # The checkpoint retained on cancellation: the last completed one (later checkpoints
-    # than the one waited for may have subsumed it), with all the job's checkpoints.
-    checkpoints = _rest(spec["port"], f"/jobs/{job_id}/checkpoints")
-    checkpoint = checkpoints["latest"]["completed"]
+    checkpoint = _checkpoint_after(spec["port"], job_id, done, spec["timeout"])
     checkpoint["written_during_run"] = sum(
         entry.get("checkpointed_size", 0)
-        for entry in checkpoints["history"]
+        for entry in _rest(spec["port"], f"/jobs/{job_id}/checkpoints")["history"]
         if entry["status"] == "COMPLETED"
+    )
+    # Stopped with a savepoint (Flink's canonical format, what an upgrade restores from).
+    savepoint = stop_with_savepoint(client, f"file://{work}/savepoints")
+    checkpoint["savepoint"] = savepoint
+    checkpoint["savepoint_bytes"] = sum(
+        path.stat().st_size for path in (work / "savepoints").rglob("*") if path.is_file()
     )
     print(
         RESULT
@@ -266,7 +266,7 @@ def measure(backend: str, job: str, keys: int, root: Path, timeout: float) -> tu
             **spec,
             "phase": "restore",
             "port": free_port(),
-            "restore": fill.checkpoint["external_path"],
+            "restore": fill.checkpoint["savepoint"],
         }
     )
     return fill, restore
@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                         fill.checkpoint["state_size"] / MIB,
                         fill.checkpoint["checkpointed_size"] / MIB,
                         fill.checkpoint["written_during_run"] / MIB,
+                        fill.checkpoint["savepoint_bytes"] / MIB,
                         fill.first_s,
                         restore.first_s,
                         "never" if full is None else f"{full:.1f}",
@@ -342,6 +343,7 @@ HEADERS = [
     "state MiB",
     "checkpointed MiB",
     "fill: written by all checkpoints MiB",
+    "savepoint MiB",
     "fill: first outputs s",
     "restore: first outputs s",
     "restore: full speed s",

@@ -9,6 +9,7 @@ from flink_agents.testing._cluster import (
     free_port,
     process_tree,
 )
+from flink_agents.testing._savepoints import stop_with_savepoint
 from flink_agents.testing.postgres import PostgresServer, find_postgres_bindir
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "find_postgres_bindir",
     "free_port",
     "process_tree",
+    "stop_with_savepoint",
 ]

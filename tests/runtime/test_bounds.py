@@ -224,8 +224,9 @@ def test_many_keys_leave_every_table_empty_or_at_its_cap(observed: Lines, tmp_pa
             blocks.append(allocated_blocks())
         assert observed.count > 5 * (WARM_UP + 2 * WAVE)  # the event log was on (lines per run)
         assert runner.engine.tracer.exported > 0
-        # A table that kept one object per key would add at least WAVE blocks.
-        assert blocks[1] - blocks[0] < WAVE // 4, blocks
+        # A table that kept one object per key would add at least WAVE blocks. (Other
+        # threads' buffers come and go: a loaded machine once showed 1,580 more.)
+        assert blocks[1] - blocks[0] < WAVE // 2, blocks
     finally:
         runner.close()
 

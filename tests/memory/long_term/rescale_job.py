@@ -26,15 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from pyflink.common import (
-    CompletableFuture,
     Configuration,
-    JobClient,
 )
 from pyflink.datastream import StreamExecutionEnvironment
-from pyflink.java_gateway import get_gateway
 
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.runtime.flink import read_json_files
+from flink_agents.testing import stop_with_savepoint
 from tests.json_lines import read_json_lines, write_json_lines
 from tests.memory.long_term.rescale_agents import RescaleAgent, parse_request
 
@@ -81,17 +79,6 @@ def run_phase(spec: dict[str, Any]) -> str | None:
         return stop_with_savepoint(client, spec["savepoint_dir"])
     client.cancel().result()
     return None
-
-
-def stop_with_savepoint(client: JobClient, directory: str) -> str:
-    """Stop the job with a savepoint in ``directory``; its path.
-
-    PyFlink 2.3's ``JobClient.stop_with_savepoint`` calls a Java overload that Flink 2 no
-    longer has (it takes a savepoint format now), so the Java method is called here.
-    """
-    canonical = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL
-    stopped = client._j_job_client.stopWithSavepoint(False, directory, canonical)
-    return CompletableFuture(stopped, str).result()
 
 
 def wait_for_answers(ended: Any, output_dir: Path, ids: set[str]) -> None:

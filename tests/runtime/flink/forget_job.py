@@ -26,8 +26,8 @@ from typing import Any
 
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.runtime.flink import read_json_files
+from flink_agents.testing import stop_with_savepoint
 from tests.json_lines import read_json_lines, write_json_lines
-from tests.memory.long_term.rescale_job import stop_with_savepoint
 from tests.runtime.flink.stop_savepoint_job import drop, job_environment, until
 from tests.runtime.forgetting_agents import Remembers, parse_record
 

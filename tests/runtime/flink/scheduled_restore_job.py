@@ -35,8 +35,9 @@ from typing import Any
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import to_plan
 from flink_agents.runtime.flink import read_json_files
+from flink_agents.testing import stop_with_savepoint
 from tests.json_lines import read_json_lines, write_json_lines
-from tests.memory.long_term.rescale_job import stop_with_savepoint, wait_for_answers
+from tests.memory.long_term.rescale_job import wait_for_answers
 from tests.runtime.flink.held_call_agents import parse_record
 from tests.runtime.flink.reminder_agents import Approval, Reminds
 from tests.runtime.flink.stop_savepoint_job import drop, job_environment, until
