@@ -21,7 +21,7 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors.base import Sink
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 
-from bench.agents import ToRecord, record_key
+from bench.agents import CounterAgent, RawCounter, ToRecord, record_key
 
 DISCARDING_SINK = "org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink"
 RECORD_TYPE = Types.TUPLE([Types.STRING(), Types.LONG()])
@@ -62,6 +62,28 @@ def sequence(env: StreamExecutionEnvironment, records: int) -> DataStream:
 def keyed_records(env: StreamExecutionEnvironment, records: int, num_keys: int) -> DataStream:
     """``(key, n)`` tuples over ``num_keys`` keys (a Python map, chained to the key selector)."""
     return sequence(env, records).map(ToRecord(num_keys), output_type=RECORD_TYPE)
+
+
+def raw_counter_stream(env: StreamExecutionEnvironment, records: int, num_keys: int) -> DataStream:
+    """``RawCounter`` over ``(key, n)`` records of ``num_keys`` keys: raw PyFlink's job."""
+    stream = key_stream(keyed_records(env, records, num_keys))
+    return stream.process(RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY())
+
+
+def counter_agent_stream(
+    env: StreamExecutionEnvironment, records: int, num_keys: int, **options: Any
+) -> DataStream:
+    """``CounterAgent`` over the same records, with agent ``options``: the agent's job."""
+    from flink_agents.api import AgentsExecutionEnvironment
+
+    environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
+    return (
+        environment.from_datastream(
+            keyed_records(env, records, num_keys), key_selector=record_key, key_type=Types.STRING()
+        )
+        .apply(CounterAgent)
+        .to_datastream()
+    )
 
 
 def discard(stream: DataStream) -> None:

@@ -38,13 +38,14 @@ from pyflink.common import Types
 from bench import agents, scale_agents
 from bench._common import (
     Timing,
+    counter_agent_stream,
     discard,
     enable_thread_mode,
     key_stream,
-    keyed_records,
     machine_summary,
     make_env,
     median_walls,
+    raw_counter_stream,
     record_figure,
     sequence,
     table,
@@ -59,24 +60,6 @@ BACKENDS = {"heap": "hashmap", "rocksdb": "rocksdb", "forst": "forst"}
 
 def backend_config(backend: str) -> dict[str, str]:
     return {"python.execution-mode": "thread", "state.backend.type": BACKENDS[backend]}
-
-
-def counter_agent(env, records: int, keys: int, **options):
-    environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
-    return (
-        environment.from_datastream(
-            keyed_records(env, records, keys),
-            key_selector=agents.record_key,
-            key_type=Types.STRING(),
-        )
-        .apply(agents.CounterAgent)
-        .to_datastream()
-    )
-
-
-def raw_counter(env, records: int, keys: int):
-    stream = key_stream(keyed_records(env, records, keys))
-    return stream.process(agents.RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY())
 
 
 def fields_records(env, records: int, keys: int, fields: int):
@@ -142,11 +125,11 @@ def keys_curve(args: argparse.Namespace) -> None:
             print(f"-- {keys:,} keys, {records:,} records, {backend}", flush=True)
             jobs = {
                 "empty": lambda env, n=records: discard(sequence(env, n)),
-                "raw": _job(raw_counter, records, keys),
-                "no log": _job(counter_agent, records, keys, action_log="none"),
+                "raw": _job(raw_counter_stream, records, keys),
+                "no log": _job(counter_agent_stream, records, keys, action_log="none"),
             }
             if not args.no_default_log:
-                jobs["default log"] = _job(counter_agent, records, keys)
+                jobs["default log"] = _job(counter_agent_stream, records, keys)
             runs = median_timings(jobs, args.repeat, backend_config(backend))
             empty = runs["empty"]
             net = {name: runs[name].wall - empty.wall for name in jobs if name != "empty"}

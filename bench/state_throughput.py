@@ -32,18 +32,19 @@ from pyflink.common import Types
 from bench import agents
 from bench._common import (
     Timing,
+    counter_agent_stream,
     discard,
     enable_thread_mode,
     key_stream,
     keyed_records,
     machine_summary,
     make_env,
+    raw_counter_stream,
     record_figure,
     sequence,
     table,
     timed,
 )
-from flink_agents.api import AgentsExecutionEnvironment
 
 GOAL = 0.7
 EMPTY, STARTUP = "empty (source -> sink)", "python start-up (raw, 128 records)"
@@ -154,8 +155,7 @@ def verify_record_all(config: dict[str, str], per_key: int = 10) -> None:
 
 
 def _raw_stream(env, records: int):
-    stream = key_stream(keyed_records(env, records, agents.NUM_KEYS))
-    return stream.process(agents.RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY())
+    return raw_counter_stream(env, records, agents.NUM_KEYS)
 
 
 def _code_stream(env, records: int, config: dict[str, str]):
@@ -167,16 +167,7 @@ def _code_stream(env, records: int, config: dict[str, str]):
 
 
 def _agent_stream(env, records: int, **options):
-    environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
-    return (
-        environment.from_datastream(
-            keyed_records(env, records, agents.NUM_KEYS),
-            key_selector=agents.record_key,
-            key_type=Types.STRING(),
-        )
-        .apply(agents.CounterAgent)
-        .to_datastream()
-    )
+    return counter_agent_stream(env, records, agents.NUM_KEYS, **options)
 
 
 def _median(timings: list[Timing]) -> Timing:

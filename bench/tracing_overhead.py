@@ -71,22 +71,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pyflink.common import Types
-
 from bench import agents
 from bench._common import (
     Timing,
+    counter_agent_stream,
     discard,
     enable_thread_mode,
-    keyed_records,
     machine_summary,
     make_env,
+    raw_counter_stream,
     record_figure,
     sequence,
     table,
     timed,
 )
-from flink_agents.api import Agent, AgentsExecutionEnvironment, InputEvent, OutputEvent, action
+from flink_agents.api import Agent, InputEvent, OutputEvent, action
 from flink_agents.runtime import LocalExecutionEnvironment
 
 REPO = Path(__file__).resolve().parent.parent
@@ -251,24 +250,6 @@ class StandIn:
 # -- the jobs --------------------------------------------------------------------------------
 
 
-def raw_stream(env, records: int, keys: int):
-    stream = keyed_records(env, records, keys).key_by(agents.record_key, Types.STRING())
-    return stream.process(agents.RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY())
-
-
-def agent_stream(env, records: int, keys: int, options: dict[str, Any]):
-    environment = AgentsExecutionEnvironment.get_execution_environment(env, **options)
-    return (
-        environment.from_datastream(
-            keyed_records(env, records, keys),
-            key_selector=agents.record_key,
-            key_type=Types.STRING(),
-        )
-        .apply(agents.CounterAgent)
-        .to_datastream()
-    )
-
-
 def variants(
     collectors: dict[str, Any], protocol: str, max_queue: int | None, no_log: bool
 ) -> dict[str, dict[str, Any] | None]:
@@ -292,8 +273,8 @@ def variants(
 def build(env, records: int, keys: int, options: dict[str, Any] | None):
     """A job's stream: raw PyFlink for None, else the agent with ``options``."""
     if options is None:
-        return raw_stream(env, records, keys)
-    return agent_stream(env, records, keys, options)
+        return raw_counter_stream(env, records, keys)
+    return counter_agent_stream(env, records, keys, **options)
 
 
 def run_job(name: str, records: int, keys: int, jobs, config: dict[str, str]) -> Timing:
