@@ -19,7 +19,9 @@ first process to open it), and the offline model (``LocalEmbeddingModel``).
    10, access tracking on, exact search: nothing calls ``optimize``), for ``--queries``
    held-out sentences on random keys: embedding included (the model's query cache cleared
    first, so every query runs the model) and excluded (the query's vector from a table);
-   also the store's filtered search alone and the query embedding alone.
+   also the store's filtered search alone, the query embedding alone, and the search with
+   the model on one onnxruntime thread (``LocalEmbeddingModel(threads=1)``, not the
+   default), with the CPU time of each call (every thread of the process).
 3. **Compaction**: ``--compaction-keys`` keys get a second set with capacity
    ``--capacity`` (TRIM, the default strategy; a set over capacity is scheduled for a pass
    after each add lands), filled to capacity first, then adds go on paced at each rate of
@@ -256,6 +258,8 @@ class Setup:
     table: TableEmbedding  # the fill's vectors by text (embedding excluded)
     tabled: VectorLongTermMemory
     queried: VectorLongTermMemory  # searches with the queries' vectors from a table
+    one_thread: LocalEmbeddingModel  # on one onnxruntime thread (not the default)
+    single: VectorLongTermMemory  # with ``one_thread``
     batchers: list[EmbeddingBatcher]
     base: np.ndarray | None = None  # the sample's vectors
 
@@ -427,11 +431,15 @@ def search_at_size(setup: Setup) -> dict[str, Timed]:
     out["search, embedding included (defaults)"] = timed_calls(
         n, lambda q: api_search(setup.real, keys[q], queries[q])
     )
+    setup.one_thread.clear_query_cache()
+    out["search, embedding included, model on 1 thread"] = timed_calls(
+        n, lambda q: api_search(setup.single, keys[q], queries[q])
+    )
     out["search, repeated queries (query cache hits)"] = timed_calls(
         n, lambda q: api_search(setup.real, keys[q], queries[q])
     )
-    setup.real.wait_for_compaction(60)  # the access records the searches queued
-    setup.queried.wait_for_compaction(60)
+    for memory in (setup.real, setup.queried, setup.single):
+        memory.wait_for_compaction(60)  # the access records the searches queued
     return out
 
 
@@ -929,6 +937,7 @@ def record(results: Results, args: argparse.Namespace) -> None:
     for label, figure in (
         ("search, embedding included (defaults)", "search_included_p95_ms"),
         ("search, embedding excluded", "search_excluded_p95_ms"),
+        ("search, embedding included, model on 1 thread", "search_included_1_thread_p95_ms"),
     ):
         record_figure(f"ltm_scale.{figure}", pct(results.found[label].ms, 95), size)
     record_figure("ltm_scale.disk_mib", results.disk, size)
@@ -961,6 +970,7 @@ def build(args: argparse.Namespace, directory: Path) -> Setup:
     fills = TableEmbedding(model, np.empty((0, model.dimension), np.float32), {})
     asks = TableEmbedding(model, query_vectors, {q: n for n, q in enumerate(queries)})
     batchers = [EmbeddingBatcher(model), EmbeddingBatcher(fills)]
+    one_thread = LocalEmbeddingModel(threads=1)
     return Setup(
         args,
         directory,
@@ -973,13 +983,15 @@ def build(args: argparse.Namespace, directory: Path) -> Setup:
         fills,
         VectorLongTermMemory(store, fills, batcher=batchers[1]),
         VectorLongTermMemory(store, asks),
+        one_thread,
+        VectorLongTermMemory(store, one_thread),
         batchers,
     )
 
 
 def close(setup: Setup) -> None:
     """End the first job: store what was added, stop the pools, release the store."""
-    for memory in (setup.real, setup.tabled, setup.queried):
+    for memory in (setup.real, setup.tabled, setup.queried, setup.single):
         memory.close()
     for batcher in setup.batchers:
         batcher.close()
