@@ -13,7 +13,8 @@ action log) each run twice, every run a fresh child process (this module with ``
    triggered after that moment, reads its sizes from Flink's REST API (``state_size``: the
    whole state; ``checkpointed_size``: what this checkpoint wrote, smaller when incremental)
    with the sum of what every checkpoint of the run wrote, and stops the job with a savepoint
-   (Flink's canonical format, as for an upgrade; its size on disk too). The parent samples
+   (Flink's canonical format, as for an upgrade, but ForSt's native one: it takes no
+   canonical savepoint; its size on disk too). The parent samples
    the resident memory of the child and its JVM every 50 ms (``startup_memory.TreeSampler``):
    peak RSS.
 2. **restore**: the same job restored from that savepoint, with a second file of one more
@@ -130,8 +131,11 @@ def child(spec: dict[str, Any]) -> int:
         for entry in _rest(spec["port"], f"/jobs/{job_id}/checkpoints")["history"]
         if entry["status"] == "COMPLETED"
     )
-    # Stopped with a savepoint (Flink's canonical format, what an upgrade restores from).
-    savepoint = stop_with_savepoint(client, f"file://{work}/savepoints")
+    # Stopped with a savepoint: Flink's canonical format, what an upgrade restores from
+    # (ForSt takes only its native one).
+    savepoint = stop_with_savepoint(
+        client, f"file://{work}/savepoints", native=spec["backend"] == "forst"
+    )
     checkpoint["savepoint"] = savepoint
     checkpoint["savepoint_bytes"] = sum(
         path.stat().st_size for path in (work / "savepoints").rglob("*") if path.is_file()
