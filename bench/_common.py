@@ -217,18 +217,31 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def median_walls(jobs: dict[str, Any], repeat: int, config: dict[str, str]) -> dict[str, float]:
-    """Each job's median wall-clock seconds over ``repeat`` rounds, the jobs alternating
-    within each round (``jobs``: name -> a function that builds the job on an env); prints
-    each round's walls as it ends."""
-    walls: dict[str, list[float]] = {name: [] for name in jobs}
+def timed_rounds(
+    jobs: dict[str, Any], repeat: int, config: dict[str, str]
+) -> dict[str, list[Timing]]:
+    """Each job's ``Timing`` in each of ``repeat`` rounds, the jobs alternating within each
+    round (``jobs``: name -> a function that builds the job on an env); prints each round's
+    walls as it ends."""
+    runs: dict[str, list[Timing]] = {name: [] for name in jobs}
     for round_ in range(repeat):
         for name, build in jobs.items():
             env = make_env(config=config)
             build(env)
-            walls[name].append(timed(env, name).wall)
+            runs[name].append(timed(env, name))
         print(
-            f"  round {round_ + 1}: " + ", ".join(f"{w[-1]:.2f}" for w in walls.values()),
+            f"  round {round_ + 1}: " + ", ".join(f"{t[-1].wall:.2f}" for t in runs.values()),
             flush=True,
         )
-    return {name: statistics.median(w) for name, w in walls.items()}
+    return runs
+
+
+def median_walls(jobs: dict[str, Any], repeat: int, config: dict[str, str]) -> dict[str, float]:
+    """Each job's median wall-clock seconds over ``repeat`` rounds (``timed_rounds``)."""
+    runs = timed_rounds(jobs, repeat, config)
+    return {name: statistics.median(t.wall for t in timings) for name, timings in runs.items()}
+
+
+def median_run(timings: list[Timing]) -> Timing:
+    """The median run by wall clock (the lower middle one of an even count)."""
+    return sorted(timings, key=lambda t: t.wall)[(len(timings) - 1) // 2]

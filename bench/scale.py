@@ -43,13 +43,13 @@ from bench._common import (
     enable_thread_mode,
     key_stream,
     machine_summary,
-    make_env,
+    median_run,
     median_walls,
     raw_counter_stream,
     record_figure,
     sequence,
     table,
-    timed,
+    timed_rounds,
 )
 from bench.state_throughput import verify
 from flink_agents.api import AgentsExecutionEnvironment
@@ -91,28 +91,6 @@ def _job(build: Callable, *args, **options) -> Callable:
     return lambda env: discard(build(env, *args, **options))
 
 
-def median_timings(
-    jobs: dict[str, Callable], repeat: int, config: dict[str, str]
-) -> dict[str, Timing]:
-    """Each job's median run (by wall clock) over ``repeat`` rounds, the jobs alternating
-    within each round; prints each round's walls and CPU seconds as it ends."""
-    runs: dict[str, list[Timing]] = {name: [] for name in jobs}
-    for round_ in range(repeat):
-        for name, build in jobs.items():
-            env = make_env(config=config)
-            build(env)
-            runs[name].append(timed(env, name))
-        print(
-            f"  round {round_ + 1}: "
-            + ", ".join(
-                f"{name} {t[-1].wall:.1f} s ({t[-1].py_cpu + t[-1].jvm_cpu:.1f} CPU s)"
-                for name, t in runs.items()
-            ),
-            flush=True,
-        )
-    return {name: sorted(t, key=lambda t: t.wall)[(len(t) - 1) // 2] for name, t in runs.items()}
-
-
 def _cpu(timing: Timing) -> float:
     return timing.py_cpu + timing.jvm_cpu
 
@@ -130,7 +108,8 @@ def keys_curve(args: argparse.Namespace) -> None:
             }
             if not args.no_default_log:
                 jobs["default log"] = _job(counter_agent_stream, records, keys)
-            runs = median_timings(jobs, args.repeat, backend_config(backend))
+            rounds = timed_rounds(jobs, args.repeat, backend_config(backend))
+            runs = {name: median_run(timings) for name, timings in rounds.items()}
             empty = runs["empty"]
             net = {name: runs[name].wall - empty.wall for name in jobs if name != "empty"}
             cpu = {name: _cpu(runs[name]) - _cpu(empty) for name in net}

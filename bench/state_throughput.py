@@ -39,6 +39,7 @@ from bench._common import (
     keyed_records,
     machine_summary,
     make_env,
+    median_run,
     raw_counter_stream,
     record_figure,
     sequence,
@@ -168,11 +169,6 @@ def _code_stream(env, records: int, config: dict[str, str]):
 
 def _agent_stream(env, records: int, **options):
     return counter_agent_stream(env, records, agents.NUM_KEYS, **options)
-
-
-def _median(timings: list[Timing]) -> Timing:
-    """The median run by wall clock (the lower middle one of an even count)."""
-    return sorted(timings, key=lambda t: t.wall)[(len(timings) - 1) // 2]
 
 
 def flink_config(args: argparse.Namespace) -> dict[str, str]:
@@ -366,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         if postgres is not None:
             postgres.stop()
     # The median run of each job (by wall clock): the machine is shared and noisy.
-    median = {name: _median(timings) for name, timings in runs.items()}
+    median = {name: median_run(timings) for name, timings in runs.items()}
     print()
     report(n, median, args.mode, max(1, args.repeat))
     return 0

@@ -177,13 +177,11 @@ class CachedState:
         """Start recording what writes replace, until ``commit`` or ``rollback``; returns
         ``memory_root``, made if there is none."""
         self._undo = {}
-        root = self._held
+        root = self.memory_root
         if root is None:
-            root = None if self._root is None else self._root()
-            if root is None:
-                root = _CachedRoot(FlatMemory(self, self.kind), ROOT)
-                self._root = weakref.ref(root)
-            self._held = root
+            root = _CachedRoot(FlatMemory(self, self.kind), ROOT)
+            self._root = weakref.ref(root)
+        self._held = root
         return root
 
     def commit(self) -> bool:

@@ -55,6 +55,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 from flink_agents.api import AgentsExecutionEnvironment
 from flink_agents.plan import to_plan
 from flink_agents.runtime.flink import read_json_files
+from flink_agents.testing import stop_with_savepoint
 from flink_agents.testing.recovery import (
     LedgerAgent,
     check_recovery,
@@ -63,7 +64,7 @@ from flink_agents.testing.recovery import (
     read_ledger,
 )
 from tests.json_lines import read_json_lines, write_json_lines
-from tests.memory.long_term.rescale_job import stop_with_savepoint, wait_for_answers
+from tests.memory.long_term.rescale_job import wait_for_answers
 from tests.runtime.flink.parity_scenarios import PIPELINES
 from tests.runtime.flink.runners import Observed, run_flink, run_local
 from tests.runtime.flink.test_parity import as_multiset, per_key, snapshots_per_key
