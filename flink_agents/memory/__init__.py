@@ -9,6 +9,7 @@ from flink_agents.memory._flat import FlatMemory, ObjectMarker, StoredMemoryObje
 from flink_agents.memory._identity import IdMinter
 from flink_agents.memory._rebase import apply_rebased, rebase_points
 from flink_agents.memory._state import DictState, StateMap
+from flink_agents.memory._stored import StateFormatError, StoredState, from_stored, stored_form
 from flink_agents.memory.budget import BudgetResult, TokenBudgetError, fit_to_budget
 
 __all__ = [
@@ -20,13 +21,17 @@ __all__ = [
     "IdMinter",
     "MemoryDelta",
     "ObjectMarker",
+    "StateFormatError",
     "StateMap",
     "StoredMemoryObject",
+    "StoredState",
     "TokenBudgetError",
     "apply_rebased",
     "fit_to_budget",
+    "from_stored",
     "knowledge_document_id",
     "rebase_points",
+    "stored_form",
     "to_dict",
 ]
 

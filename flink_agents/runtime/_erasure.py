@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api import ForgetKey
+from flink_agents.memory import StateFormatError
 from flink_agents.runtime._records import take_key
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ def forget_request_of(record: Any) -> dict[str, Any] | None:
     if type(record) is not tuple or len(record) != 3 or record[0] != FORGET_TAG:
         return None
     if type(record[1]) is not int or record[1] > FORGET_VERSION:
-        from flink_agents.runtime._persisted import StateFormatError  # (it imports the driver)
-
         raise StateFormatError(
             f"a queued forget request in Flink state has format version {record[1]!r}; this "
             f"release of flink_agents reads up to {FORGET_VERSION}: restore it with the "

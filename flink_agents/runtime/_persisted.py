@@ -64,8 +64,8 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from flink_agents.api import FlinkAgentsError, InputEvent
-from flink_agents.memory import MemoryDelta, ObjectMarker
+from flink_agents.api import InputEvent
+from flink_agents.memory import MemoryDelta, ObjectMarker, StateFormatError
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._run_state import MemberResult, PendingAction, RunState, Waited
 from flink_agents.runtime._scheduling import WaitingRun, scheduled_entry, scheduled_fields
@@ -80,11 +80,6 @@ queued forget requests; 6: without ``short-term-memory-ttl``."""
 OBJECT_TAG = "flink-agents/object"
 """An object of a waiting run's sensory memory (its field names), as ``encode_control``
 keeps it."""
-
-
-class StateFormatError(FlinkAgentsError):
-    """A value in Flink state is of a format or version this release cannot read (written by
-    a later release, or not by flink_agents)."""
 
 
 def encode_control(control: KeyControl) -> Any:

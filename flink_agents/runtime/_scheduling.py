@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api import Event, EventScheduled, ScheduleCancelled
+from flink_agents.memory import StateFormatError
 from flink_agents.runtime._erasure import FORGET_TAG
 
 if TYPE_CHECKING:
@@ -205,8 +206,6 @@ def due_event_of(record: Any) -> Event | None:
 
 def _check_version(found: Any, known: int, what: str) -> None:
     if type(found) is not int or found > known:
-        from flink_agents.runtime._persisted import StateFormatError  # (it imports the driver)
-
         raise StateFormatError(
             f"a {what} in Flink state has format version {found!r}; this release of "
             f"flink_agents reads up to {known}: restore it with the release that wrote it "

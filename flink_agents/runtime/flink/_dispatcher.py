@@ -33,6 +33,7 @@ from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext, 
 from pyflink.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 
 from flink_agents._shipping import ShippedByName, import_lock
+from flink_agents.memory import StoredState
 from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
@@ -387,11 +388,12 @@ class _FlinkKeyState:
     def __init__(self, runtime_context: RuntimeContext, batch_puts: bool = False) -> None:
         self.batch_puts = batch_puts
         pickled = Types.PICKLED_BYTE_ARRAY()
-        self.sensory = runtime_context.get_map_state(
-            MapStateDescriptor("sensory", Types.STRING(), pickled)
+        # Memory as ``StoredState`` keeps it: objects' markers as plain data, versioned.
+        self.sensory = StoredState(
+            runtime_context.get_map_state(MapStateDescriptor("sensory", Types.STRING(), pickled))
         )
-        self.short_term = runtime_context.get_map_state(
-            MapStateDescriptor("short_term", Types.STRING(), pickled)
+        self.short_term = StoredState(
+            runtime_context.get_map_state(MapStateDescriptor("short_term", Types.STRING(), pickled))
         )
         self._control = runtime_context.get_state(ValueStateDescriptor("control", pickled))
         self._pending = runtime_context.get_list_state(

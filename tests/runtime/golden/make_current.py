@@ -159,6 +159,20 @@ def budget_verdict() -> Any:
     }
 
 
+def stored_memory() -> dict[str, Any]:
+    """Memory's objects as Flink state holds them since 0.3.0 (``memory/_stored.py``), by
+    fixture name: the root's marker, another object's, and a user's tuple that begins with
+    one of the tags (kept apart from a marker)."""
+    from flink_agents.memory import stored_form
+
+    fields = ("name", "address")
+    return {
+        "memory-0.3.0-root": stored_form("", ObjectMarker(fields)),
+        "memory-0.3.0-object": stored_form("profile", ObjectMarker(fields)),
+        "memory-0.3.0-tagged-value": stored_form("note", ("flink-agents/object", 1, fields)),
+    }
+
+
 def _due(entry: Any) -> int:
     return entry.due_ms
 

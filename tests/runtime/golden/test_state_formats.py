@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from flink_agents.api import EventScheduled, InputEvent
-from flink_agents.memory import ObjectMarker
+from flink_agents.memory import ObjectMarker, from_stored, stored_form
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._erasure import forget_request_of
 from flink_agents.runtime._persisted import (
@@ -43,6 +43,7 @@ from tests.runtime.golden.make_current import (
     forget_request,
     forgetting_control,
     sleeping_control,
+    stored_memory,
     stored_values,
     waiting_control,
 )
@@ -245,6 +246,27 @@ def test_a_queued_woken_run_reads_back() -> None:
 def test_memory_markers_read_back() -> None:
     for release in ("0.1.0", CURRENT):
         assert load(f"memory-{release}-marker") == ObjectMarker(("name", "address"))
+        # Read through the stored form's decoding, as a restored job reads them: as they are.
+        for key in ("", "profile"):
+            marker = from_stored(key, load(f"memory-{release}-marker"))
+            assert marker == ObjectMarker(("name", "address"))
+
+
+def test_memory_is_stored_as_plain_data_since_0_3_0() -> None:
+    """Markers as versioned tuples (no class of ours in the pickle), and a user's tuple that
+    looks like one kept apart; each fixture reads back, and is what this release writes."""
+    fields = ("name", "address")
+    want = {
+        ("memory-0.3.0-root", ""): ObjectMarker(fields),
+        ("memory-0.3.0-object", "profile"): ObjectMarker(fields),
+        ("memory-0.3.0-tagged-value", "note"): ("flink-agents/object", 1, fields),
+    }
+    for (name, key), value in want.items():
+        stored = load(name)
+        assert from_stored(key, stored) == value
+        assert stored_form(key, value) == stored
+        assert b"flink_agents" not in (HERE / f"{name}.pickle").read_bytes()
+    assert stored_memory() == {name: load(name) for name, _ in want}
 
 
 def test_what_is_stored_names_no_private_module_of_ours() -> None:
