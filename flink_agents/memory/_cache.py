@@ -298,13 +298,17 @@ class _CachedRoot(StoredMemoryObject):
 
     def set(self, path: str, value: Any) -> MemoryRef:
         state = self.memory.state
-        if type(state) is CachedState and type(value) in IMMUTABLE:
+        if type(state) is CachedState and type(value) in IMMUTABLE and type(path) is str:
             cache = state._cache
-            marker = cache.get(ROOT)
-            if type(marker) is ObjectMarker and path in marker.fields:  # one existing field
-                current = cache.get(path, _ABSENT)
-            else:
-                current = _ABSENT
+            # A plain value cached at ``path`` proves the field exists, so its object's
+            # marker lists it (the invariant) and none need be read: a key read back from
+            # Flink state reads no marker for it. Else the root's cached marker must list
+            # the field, and the field must not hold an object.
+            current = cache.get(path, _ABSENT)
+            if type(current) not in IMMUTABLE:
+                marker = cache.get(ROOT)
+                if not (type(marker) is ObjectMarker and path in marker.fields):
+                    current = _ABSENT
             if current is not _ABSENT and type(current) is not ObjectMarker:
                 # ``CachedState.put``, inlined.
                 undo = state._undo

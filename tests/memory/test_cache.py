@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flink_agents.memory import BufferedState, CachedState, DictState
+from flink_agents.memory import BufferedState, CachedState, DictState, ObjectMarker
 
 KEY_NAMES = ["", "a", "a.b", "c"]
 KEYS = st.sampled_from(KEY_NAMES)
@@ -197,3 +197,43 @@ def test_an_action_s_writes_are_kept_or_taken_back_whole(initial, before, action
             assert buffer.contains(key) == (key in after)
     cached.flush()
     assert base.data == (after if keep else at_begin)
+
+
+class KeysRead(DictState):
+    """A DictState that lists the keys read from it."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.read: list[str] = []
+
+    def get(self, key: str) -> Any:
+        self.read.append(key)
+        return super().get(key)
+
+    def contains(self, key: str) -> bool:
+        self.read.append(key)
+        return super().contains(key)
+
+
+def test_a_field_read_then_written_reads_no_marker() -> None:
+    """A key read back from the map: reading a field and writing it back (the memory agent's
+    run) reads that field alone; a field it has not read needs its object's marker."""
+    base = KeysRead(
+        {
+            "": ObjectMarker(("count", "profile")),
+            "count": 1,
+            "profile": ObjectMarker(("name",)),
+            "profile.name": "Ada",
+        }
+    )
+    cached = CachedState(base)
+    root = cached.begin()
+    root.set("count", root.get("count") + 1)
+    root.set("profile.name", root.get("profile.name") + "!")
+    assert base.read == ["count", "profile.name"]
+    root.set("other", 1)  # a new field: the root's marker is read, and lists it
+    assert base.read[2:] == [""] and "other" in cached.get("").fields
+    cached.commit()
+    cached.flush()
+    assert (base.data["count"], base.data["profile.name"]) == (2, "Ada!")
+    assert base.data[""] == ObjectMarker(("count", "profile", "other"))
