@@ -101,6 +101,63 @@ def test_batch_equals_one_by_one(local: LocalEmbeddingModel) -> None:
     assert_close(batched, one_by_one)
 
 
+def test_a_query_gives_the_vector_of_a_batch_of_one() -> None:
+    """embed_one (on the query session) and embed (on the batch session) agree on every
+    text, with the query cache off so every call runs the model."""
+    model = LocalEmbeddingModel(query_cache_size=0)
+    assert_close([model.embed_one(text) for text in MIXED], [model.embed([t])[0] for t in MIXED])
+
+
+def spy_on_sessions(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(session id, its intra-op thread count) of every onnxruntime run from now on."""
+    import onnxruntime
+
+    runs: list[tuple[int, int]] = []
+    run = onnxruntime.InferenceSession.run
+
+    def spy(session: Any, *args: Any, **kwargs: Any) -> Any:
+        runs.append((id(session), session.get_session_options().intra_op_num_threads))
+        return run(session, *args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime.InferenceSession, "run", spy)
+    return runs
+
+
+def test_queries_run_on_a_one_thread_session_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """By default a query runs on one intra-op thread, a batch on the configured threads,
+    each on its own session."""
+    runs = spy_on_sessions(monkeypatch)
+    model = LocalEmbeddingModel(threads=2)
+    model.embed(["a text being stored"])
+    model.embed_one("a query")
+    (batch_session, batch_threads), (query_session, query_threads) = runs
+    assert (batch_threads, query_threads) == (2, 1)
+    assert batch_session != query_session
+
+
+def test_query_threads_equal_to_threads_share_one_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """query_threads == threads runs both on one session (one session's memory)."""
+    runs = spy_on_sessions(monkeypatch)
+    model = LocalEmbeddingModel(threads=2, query_threads=2)
+    model.embed(["a text being stored"])
+    model.embed_one("a query")
+    assert [threads for _, threads in runs] == [2, 2]
+    assert runs[0][0] == runs[1][0]
+
+
+def test_thread_counts_below_one_are_refused() -> None:
+    """threads and query_threads take None (every core) or a count of at least one."""
+    with pytest.raises(ValueError, match="query_threads"):
+        LocalEmbeddingModel(query_threads=0)
+    with pytest.raises(ValueError, match="threads"):
+        LocalEmbeddingModel(threads=0)
+    assert "query_threads=None" in repr(LocalEmbeddingModel(query_threads=None))
+
+
 def test_empty_batch_and_bare_string(local: LocalEmbeddingModel) -> None:
     """An empty batch is an empty list; a bare string is refused rather than split in chars."""
     assert local.embed([]) == []

@@ -13,13 +13,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from flink_agents._ids import durable_name
 from flink_agents.api import BaseEmbeddingModel, EmbeddingError
 from flink_agents.integrations.embeddings._cache import EmbeddingCache
+
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
 
 _MODEL_ID = "local:all-MiniLM-L6-v2-int8"
 _DIMENSION = 384
@@ -44,34 +47,60 @@ def _weights_file() -> Path:
 
 
 class _Loaded:
-    """The tokenizer and ONNX session, built together once per model instance."""
+    """The tokenizer, built once per model instance, and its ONNX sessions, each built on
+    first use: one per intra-op thread count asked for (None: every core)."""
 
-    def __init__(self, threads: int | None) -> None:
+    def __init__(self) -> None:
         # onnxruntime >= 1.29 uploads telemetry and writes a device id under ~/.cache unless
         # this is set before its import; an offline model must do neither.
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         # Imported here: they cost ~0.2 s and memory, which plan compilation should not pay.
-        import onnxruntime
         from tokenizers import Tokenizer
 
         self.tokenizer = Tokenizer.from_file(str(_TOKENIZER_PATH))
         self.tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         # The file pads every input to 128 tokens; batches are padded below, to their longest.
         self.tokenizer.no_padding()
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        options.inter_op_num_threads = 1
-        if threads is not None:
-            options.intra_op_num_threads = threads
-        self.session = onnxruntime.InferenceSession(
-            str(_weights_file()), options, providers=["CPUExecutionProvider"]
-        )
+        self._lock = threading.Lock()
+        self._sessions: dict[int | None, InferenceSession] = {}
+
+    def session(self, threads: int | None) -> InferenceSession:
+        """The session running on ``threads`` intra-op threads."""
+        session = self._sessions.get(threads)
+        if session is None:
+            with self._lock:
+                session = self._sessions.get(threads)
+                if session is None:
+                    session = self._sessions[threads] = _new_session(threads)
+        return session
+
+
+def _new_session(threads: int | None) -> InferenceSession:
+    import onnxruntime  # here, as the tokenizer's import: see _Loaded
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.inter_op_num_threads = 1
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    return onnxruntime.InferenceSession(
+        str(_weights_file()), options, providers=["CPUExecutionProvider"]
+    )
 
 
 class LocalEmbeddingModel(BaseEmbeddingModel):
     """all-MiniLM-L6-v2 (int8), 384 dimensions, run in-process on the CPU.
 
-    Loads lazily on the first ``embed`` (about 0.4 s); safe to share between threads.
+    Safe to share between threads.
+
+    A query (``embed_one``: one short text, a search waiting for it) runs on an onnxruntime
+    session of its own with ``query_threads`` intra-op threads, one by default: a single
+    short text gains little from more threads, and a run that needs every core at once waits
+    for all of them on a busy machine, so its tail follows the machine's load. Batches
+    (``embed``: items being stored) run on a session with ``threads``. Each session loads on
+    its first use (about 0.4 s) and holds ~100 MiB of RSS: a process that both stores and
+    searches holds two, unless ``query_threads == threads``, which shares one. Both
+    sessions give the same vectors.
 
     onnxruntime is imported and run on a thread of the model's own, started by Python: its
     binding takes the GIL with ``PyGILState_Ensure``, which deadlocks on a thread that holds
@@ -83,20 +112,27 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
 
     Args:
         batch_size: texts per ONNX run; 32 is near the best throughput on a small CPU.
-        threads: onnxruntime intra-op threads; None lets it use every core.
+        threads: onnxruntime intra-op threads for ``embed``; None lets it use every core.
+        query_threads: onnxruntime intra-op threads for ``embed_one``; None: every core.
         query_cache_size: vectors ``embed_one`` keeps (least recently used dropped first);
             0 turns the cache off. ``embed`` (items being stored, rarely repeated) skips it.
     """
 
     def __init__(
-        self, batch_size: int = 32, threads: int | None = None, query_cache_size: int = 1024
+        self,
+        batch_size: int = 32,
+        threads: int | None = None,
+        query_cache_size: int = 1024,
+        query_threads: int | None = 1,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be >= 1 or None, got {threads}")
+        for name, value in (("threads", threads), ("query_threads", query_threads)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
         self._batch_size = batch_size
         self._threads = threads
+        self._query_threads = query_threads
         self._queries = EmbeddingCache(query_cache_size)
         self._lock = threading.Lock()
         self._loaded: _Loaded | None = None
@@ -121,7 +157,10 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
         return _TOKENIZER_PATH
 
     def __repr__(self) -> str:
-        return f"LocalEmbeddingModel(batch_size={self._batch_size}, threads={self._threads})"
+        return (
+            f"LocalEmbeddingModel(batch_size={self._batch_size}, threads={self._threads}, "
+            f"query_threads={self._query_threads})"
+        )
 
     @durable_name("flink_agents.integrations.embeddings._local:LocalEmbeddingModel.embed")
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -162,13 +201,14 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         loaded = self._load()
+        session = loaded.session(self._threads)
         token_ids = [encoding.ids for encoding in loaded.tokenizer.encode_batch(texts)]
         # Batching texts of similar length wastes less compute on padding.
         order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
         vectors = np.empty((len(texts), _DIMENSION), dtype=np.float32)
         for start in range(0, len(order), self._batch_size):
             chunk = order[start : start + self._batch_size]
-            vectors[chunk] = self._run(loaded, [token_ids[i] for i in chunk])
+            vectors[chunk] = self._run(session, [token_ids[i] for i in chunk])
         return vectors.tolist()
 
     def _embed_single(self, text: str) -> list[float]:
@@ -177,7 +217,7 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
         loaded = self._load()
         input_ids = np.array([loaded.tokenizer.encode(text).ids], dtype=np.int64)
         ones = np.ones_like(input_ids)
-        (hidden,) = loaded.session.run(
+        (hidden,) = loaded.session(self._query_threads).run(
             ["last_hidden_state"],
             {"input_ids": input_ids, "attention_mask": ones, "token_type_ids": ones * 0},
         )
@@ -189,19 +229,19 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
         if loaded is None:
             with self._lock:
                 if self._loaded is None:
-                    self._loaded = _Loaded(self._threads)
+                    self._loaded = _Loaded()
                 loaded = self._loaded
         return loaded
 
     @staticmethod
-    def _run(loaded: _Loaded, token_ids: list[list[int]]) -> np.ndarray:
+    def _run(session: InferenceSession, token_ids: list[list[int]]) -> np.ndarray:
         width = max(len(ids) for ids in token_ids)
         input_ids = np.zeros((len(token_ids), width), dtype=np.int64)
         mask = np.zeros((len(token_ids), width), dtype=np.int64)
         for row, ids in enumerate(token_ids):
             input_ids[row, : len(ids)] = ids
             mask[row, : len(ids)] = 1
-        (hidden,) = loaded.session.run(
+        (hidden,) = session.run(
             ["last_hidden_state"],
             {
                 "input_ids": input_ids,
