@@ -183,26 +183,31 @@ class Compactor:
         settings = self.core.settings(key, name)
         if settings is None or settings.capacity is None:
             return
-        if self.core.count(key, name) <= settings.capacity:
-            return
-        items = self.core.items(key, name)
-        if len(items) <= settings.capacity:
-            return
         strategy = strategy_of(settings.strategy)
         if strategy == CapacityManageStrategy.TRIM:
-            dropped = items[: len(items) - settings.capacity]
-            self.core.delete(key, name, [i.id for i in dropped])
-        elif strategy == CapacityManageStrategy.SUMMARIZE:
-            self._summarize(key, settings, items)
+            trimmed = self.core.trim(key, name, settings.capacity)
+            if not trimmed:
+                return
+            stored = settings.capacity + trimmed
         else:
-            self._custom(key, settings, items, strategy)
+            stored = self.core.count(key, name)
+            if stored <= settings.capacity:
+                return
+            # At most the items counted: an ordered read without a limit counts them again.
+            items = self.core.items(key, name, limit=stored)
+            if len(items) <= settings.capacity:
+                return
+            if strategy == CapacityManageStrategy.SUMMARIZE:
+                self._summarize(key, settings, items)
+            else:
+                self._custom(key, settings, items, strategy)
         if self.observer is not None:
             self.observer.long_term_memory_compacted()
         logger.info(
             "compacted memory set %r of key %r: %d items over its capacity of %d (%s)",
             name,
             key,
-            len(items),
+            stored,
             settings.capacity,
             getattr(strategy, "value", getattr(strategy, "__name__", strategy)),
         )

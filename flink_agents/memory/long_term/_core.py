@@ -37,6 +37,7 @@ from flink_agents.memory.long_term._forget import delete_key_points
 
 _STRIPES = 64
 _KNOWN_SETS = 65_536  # settings of memory sets remembered per collection, at most
+_OLDEST_FIRST = OrderBy("created_time")
 
 
 class PendingWrites:
@@ -294,6 +295,26 @@ class MemoryCore:
         self.pending.wait(key)
         with self.lock(key, name):
             self.store.delete(self.collection, ids=ids, filter=items_filter(key, name))
+
+    def trim(self, key: str, name: str, capacity: int) -> int:
+        """Delete the oldest items of one key's set beyond ``capacity``; how many it deleted.
+
+        Reads those items only, for their ids (nothing is decoded), and counts once. Holds
+        the set's lock from the count to the delete, so the items counted are the items
+        trimmed: this core's adds and deletes of the set landing meanwhile wait, and a
+        concurrent delete never makes it trim below ``capacity``.
+        """
+        self.pending.wait(key)
+        with self.lock(key, name):
+            excess = self.stored_count(key, name) - capacity
+            if excess <= 0:
+                return 0
+            oldest = self.store.scroll(
+                self.collection, items_filter(key, name), limit=excess, order_by=_OLDEST_FIRST
+            )
+            # By id alone: read under the lock from this set, they are its items.
+            self.store.delete(self.collection, ids=[r.id for r in oldest])
+        return len(oldest)
 
     def items(
         self,

@@ -52,6 +52,20 @@ def test_trim_settles_under_capacity_after_a_burst(make_memory: MemoryFactory) -
     assert [i.item for i in notes.get()] == [f"note {n}" for n in range(11, 15)]
 
 
+def test_a_trim_deletes_exactly_the_oldest_items_over_capacity(make_memory: MemoryFactory) -> None:
+    """One trim of a set four over its capacity deletes its four oldest items, and a trim of
+    a set at its capacity deletes nothing (the set has no capacity: nothing else trims)."""
+    memory = make_memory()
+    notes = memory.for_key("k").create_memory_set("notes", str)
+    notes.add([f"note {n}" for n in range(7)])
+    other = memory.for_key("other").create_memory_set("notes", str)
+    other.add("another key's note")
+    assert memory.core.trim("k", "notes", 3) == 4
+    assert [i.item for i in notes.get()] == ["note 4", "note 5", "note 6"]
+    assert memory.core.trim("k", "notes", 3) == 0
+    assert [i.item for i in other.get()] == ["another key's note"]
+
+
 def test_a_pausing_access_record_holds_up_no_compaction(make_memory: MemoryFactory) -> None:
     """Recording reads pauses (it gathers reads over an interval, and paces its writes);
     a compaction scheduled meanwhile runs beside it rather than after it."""
