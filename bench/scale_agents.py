@@ -121,6 +121,18 @@ def parse_record(line: str) -> tuple[str, int]:
     return key, int(n)
 
 
+class ParseFieldsRecord:
+    """An input line ``k<i>,<n>`` -> ``(key, n, fields)``: ``FieldsAgent``'s and
+    ``RawFields``' record, for keys whose memory holds ``fields`` leaves."""
+
+    def __init__(self, fields: int) -> None:
+        self.fields = fields
+
+    def __call__(self, line: str) -> tuple[str, int, int]:
+        key, n = parse_record(line)
+        return key, n, self.fields
+
+
 class Progress(MapFunction):
     """Counts the records that pass and appends ``<count> <time.time()>`` to a file every
     ``every`` records: the benchmark's view of a running job's progress (thread mode runs

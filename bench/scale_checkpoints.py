@@ -23,6 +23,11 @@ action log) each run twice, every run a fresh child process (this module with ``
    the records, and the time until a window first reaches 90% of the fill run's median
    window rate ("full speed").
 
+With ``--fields N`` each key's memory is a tree of ``N`` leaves instead
+(``scale_agents.FieldsAgent`` against ``RawFields``: the fill writes the tree, then each
+record reads one leaf and writes two), which shows how the agent's fixed state per key (its
+control value, its objects' markers) weighs against a larger memory.
+
 Thread mode, parallelism 1.
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.scale_checkpoints [--keys 1000000]
@@ -97,11 +102,15 @@ def child(spec: dict[str, Any]) -> int:
         .build()
     )
     lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "input")
-    records = lines.map(scale_agents.parse_record, output_type=_RECORD)
+    fields = spec["fields"]
+    if fields:
+        parse = scale_agents.ParseFieldsRecord(fields)
+        records = lines.map(parse, output_type=scale_agents.RECORD_TYPE)
+    else:
+        records = lines.map(scale_agents.parse_record, output_type=_RECORD)
     if spec["job"] == "raw":
-        outputs = key_stream(records).process(
-            agents.RawCounter(), output_type=Types.PICKLED_BYTE_ARRAY()
-        )
+        function = scale_agents.RawFields() if fields else agents.RawCounter()
+        outputs = key_stream(records).process(function, output_type=Types.PICKLED_BYTE_ARRAY())
     else:
         environment = AgentsExecutionEnvironment.get_execution_environment(
             env, action_log=f"sqlite://{work}/action_log.db"
@@ -110,7 +119,7 @@ def child(spec: dict[str, Any]) -> int:
             environment.from_datastream(
                 records, key_selector=agents.record_key, key_type=Types.STRING()
             )
-            .apply(agents.CounterAgent)
+            .apply(scale_agents.FieldsAgent if fields else agents.CounterAgent)
             .to_datastream()
         )
     progress = work / f"progress-{spec['phase']}.txt"
@@ -251,7 +260,9 @@ def write_input(path: Path, keys: int, offset: int) -> None:
             out.write(f"k{i},{offset + i}\n")
 
 
-def measure(backend: str, job: str, keys: int, root: Path, timeout: float) -> tuple[Run, Run]:
+def measure(
+    backend: str, job: str, keys: int, fields: int, root: Path, timeout: float
+) -> tuple[Run, Run]:
     work = root / backend / job
     write_input(work / "input" / "part-0.txt", keys, 0)
     spec = {
@@ -259,6 +270,7 @@ def measure(backend: str, job: str, keys: int, root: Path, timeout: float) -> tu
         "backend": backend,
         "job": job,
         "records": keys,
+        "fields": fields,
         "port": free_port(),
         "timeout": timeout,
         "phase": "fill",
@@ -280,6 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--backends", default="heap,rocksdb,rocksdb-incremental,forst")
+    parser.add_argument(
+        "--fields",
+        type=int,
+        default=0,
+        help="0: the counter's two fields a key; N (10, 100, ...): a tree of N leaves a key "
+        "(scale_agents.FieldsAgent and RawFields)",
+    )
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -288,14 +307,19 @@ def main(argv: list[str] | None = None) -> int:
     backends = args.backends.split(",")
     print("== scale: checkpoints, restore and memory at many keys ==")
     print(machine_summary())
-    print(f"keys={args.keys:,} (one record a key to fill, one more after the restore)", flush=True)
+    memory = f"a tree of {args.fields} leaves" if args.fields else "the counter's two fields"
+    print(
+        f"keys={args.keys:,} (one record a key to fill, one more after the restore), "
+        f"memory: {memory} a key",
+        flush=True,
+    )
     rows, ratios = [], []
     with tempfile.TemporaryDirectory(prefix="scale-checkpoints-") as tmp:
         for backend in backends:
             runs = {}
             for job in ("raw", "agent"):
                 fill, restore = runs[job] = measure(
-                    backend, job, args.keys, Path(tmp), args.timeout
+                    backend, job, args.keys, args.fields, Path(tmp), args.timeout
                 )
                 median_rate = statistics.median(rate for rate, _ in fill.windows())
                 full = restore.full_speed_s(0.9 * median_rate)
@@ -322,8 +346,11 @@ def main(argv: list[str] | None = None) -> int:
             rss = agent.peak_rss / raw.peak_rss
             ratios.append((backend, size, rss, runs["agent"][1].first_s / runs["raw"][1].first_s))
             detail = f"{args.keys:,} keys, {backend}"
-            record_figure(f"scale.checkpoint.{backend}.size_over_raw", size, detail)
-            record_figure(f"scale.checkpoint.{backend}.rss_over_raw", rss, detail)
+            name = f"scale.checkpoint.{backend}"
+            if args.fields:
+                detail, name = f"{detail}, {args.fields} fields", f"{name}.{args.fields}-fields"
+            record_figure(f"{name}.size_over_raw", size, detail)
+            record_figure(f"{name}.rss_over_raw", rss, detail)
     print()
     print(table(HEADERS, rows))
     print()
