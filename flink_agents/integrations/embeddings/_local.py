@@ -113,9 +113,9 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
     Args:
         batch_size: texts per ONNX run; 32 is near the best throughput on a small CPU.
         threads: onnxruntime intra-op threads for ``embed``; None lets it use every core.
-        query_threads: onnxruntime intra-op threads for ``embed_one``; None: every core.
         query_cache_size: vectors ``embed_one`` keeps (least recently used dropped first);
             0 turns the cache off. ``embed`` (items being stored, rarely repeated) skips it.
+        query_threads: onnxruntime intra-op threads for ``embed_one``; None: every core.
     """
 
     def __init__(
