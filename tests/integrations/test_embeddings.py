@@ -102,9 +102,9 @@ def test_batch_equals_one_by_one(local: LocalEmbeddingModel) -> None:
 
 
 def test_a_query_gives_the_vector_of_a_batch_of_one() -> None:
-    """embed_one (on the query session) and embed (on the batch session) agree on every
-    text, with the query cache off so every call runs the model."""
-    model = LocalEmbeddingModel(query_cache_size=0)
+    """embed_one (on the query session) and embed (on the batch session, of two threads)
+    agree on every text, with the query cache off so every call runs the model."""
+    model = LocalEmbeddingModel(threads=2, query_cache_size=0)
     assert_close([model.embed_one(text) for text in MIXED], [model.embed([t])[0] for t in MIXED])
 
 
@@ -123,11 +123,23 @@ def spy_on_sessions(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return runs
 
 
+def test_by_default_batches_and_queries_share_one_session_of_one_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default suits a Flink worker sharing its cores: one thread, one session."""
+    runs = spy_on_sessions(monkeypatch)
+    model = LocalEmbeddingModel()
+    model.embed(["a text being stored"])
+    model.embed_one("a query")
+    assert [threads for _, threads in runs] == [1, 1]
+    assert runs[0][0] == runs[1][0]
+
+
 def test_queries_run_on_a_one_thread_session_of_their_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """By default a query runs on one intra-op thread, a batch on the configured threads,
-    each on its own session."""
+    """With more threads for batches, a query still runs on one intra-op thread, on a
+    session of its own."""
     runs = spy_on_sessions(monkeypatch)
     model = LocalEmbeddingModel(threads=2)
     model.embed(["a text being stored"])

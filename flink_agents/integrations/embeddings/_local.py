@@ -93,14 +93,15 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
 
     Safe to share between threads.
 
-    A query (``embed_one``: one short text, a search waiting for it) runs on an onnxruntime
-    session of its own with ``query_threads`` intra-op threads, one by default: a single
-    short text gains little from more threads, and a run that needs every core at once waits
-    for all of them on a busy machine, so its tail follows the machine's load. Batches
-    (``embed``: items being stored) run on a session with ``threads``. Each session loads on
-    its first use (about 0.4 s) and holds ~100 MiB of RSS: a process that both stores and
-    searches holds two, unless ``query_threads == threads``, which shares one. Both
-    sessions give the same vectors.
+    One onnxruntime intra-op thread by default, for batches (``threads``) and queries
+    (``query_threads``) alike: a Flink worker shares its cores with the job's other slots
+    and the JVM, and a run that needs every core at once waits for all of them, so its tail
+    follows the machine's load (a query's p95 under load: 247 ms on every core, 19 ms on
+    one; ``bench/out/goal5_2026-11-30.md``). A process that embeds batches alone on an idle
+    machine can raise ``threads`` (two threads: 1.46x the texts a second on 2 idle cores);
+    queries then keep a one-thread session of their own, a single short text gaining little
+    from more. Each distinct thread count is a session, loaded on its first use (about
+    0.4 s) and holding ~100 MiB of RSS. Every session gives the same vectors.
 
     onnxruntime is imported and run on a thread of the model's own, started by Python: its
     binding takes the GIL with ``PyGILState_Ensure``, which deadlocks on a thread that holds
@@ -112,7 +113,7 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
 
     Args:
         batch_size: texts per ONNX run; 32 is near the best throughput on a small CPU.
-        threads: onnxruntime intra-op threads for ``embed``; None lets it use every core.
+        threads: onnxruntime intra-op threads for ``embed``; None: every core.
         query_cache_size: vectors ``embed_one`` keeps (least recently used dropped first);
             0 turns the cache off. ``embed`` (items being stored, rarely repeated) skips it.
         query_threads: onnxruntime intra-op threads for ``embed_one``; None: every core.
@@ -121,7 +122,7 @@ class LocalEmbeddingModel(BaseEmbeddingModel):
     def __init__(
         self,
         batch_size: int = 32,
-        threads: int | None = None,
+        threads: int | None = 1,
         query_cache_size: int = 1024,
         query_threads: int | None = 1,
     ) -> None:
