@@ -63,7 +63,7 @@ def from_stored(key: str, stored: Any) -> Any:
     if key == ROOT:
         _check_version(stored[0])
         return ObjectMarker(stored[1])
-    if type(stored[0]) is str and stored[0] in _TAGS:
+    if stored and type(stored[0]) is str and stored[0] in _TAGS:
         if stored[0] == VALUE_TAG:
             return stored[1]
         _check_version(stored[1])

@@ -36,7 +36,11 @@ tag = st.sampled_from([OBJECT_TAG, VALUE_TAG, "flink-agents/control", "other"])
 user_values = st.recursive(
     st.none() | st.integers() | st.text(max_size=5) | tag | st.binary(max_size=3),
     lambda inner: (
-        st.lists(inner, max_size=3) | st.tuples(tag, inner) | st.tuples(tag, inner, inner)
+        st.lists(inner, max_size=3)
+        | st.tuples()
+        | st.tuples(tag)
+        | st.tuples(tag, inner)
+        | st.tuples(tag, inner, inner)
     ),
     max_leaves=6,
 )
@@ -73,6 +77,8 @@ def test_a_users_tuple_that_looks_like_a_marker_stays_a_value() -> None:
     assert from_stored("note", stored_form("note", looks_like)) == looks_like
     assert stored_form("note", ("other", 1)) == ("other", 1)  # as it is: no tag of ours
     assert stored_form("note", ()) == ()
+    for value in [(), ("other", 1), (OBJECT_TAG,), (VALUE_TAG, 1, 2)]:
+        assert from_stored("note", stored_form("note", value)) == value
 
 
 def test_markers_of_releases_up_to_0_2_0_read_back_as_they_are() -> None:
