@@ -156,7 +156,9 @@ def test_without_the_cache_or_after_an_eviction_state_is_read_with_the_same_resu
     assert outputs == cached
     for key, state in states.items():
         assert state.control_reads == 10  # every run: keys alternate, one entry at most
-        assert state.short_term.calls["get"] >= 10 * 3
+        # The first run reads count, the root marker (the key is new) and sum; each later
+        # run its two fields alone: a field read before it is written needs no marker.
+        assert state.short_term.calls["get"] == 3 + 9 * 2
         assert state.short_term.data == cached_states[key].short_term.data
         assert state.stored == cached_states[key].stored
 
