@@ -113,6 +113,46 @@ class _KeyCache:
         """This driver registered the key's end-of-input timer (it fires once, at the end)."""
 
 
+class _Sightings:
+    """Keys seen lately that the per-key cache did not take: the last ``size`` to ``2 x
+    size`` of them, in two generations of sets (the newer is started afresh, the older
+    dropped, each time the newer holds ``size``), so that remembering a key costs a set's
+    add and no key is remembered for long."""
+
+    __slots__ = ("_newer", "_older", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._size = max(1, size)
+        self._newer: set[Any] = set()
+        self._older: set[Any] = set()
+
+    def seen_again(self, key: Any) -> bool:
+        """Whether ``key`` is among the keys seen lately; remembers it if not."""
+        if key in self._newer or key in self._older:
+            return True
+        newer = self._newer
+        newer.add(key)
+        if len(newer) >= self._size:
+            self._older, self._newer = newer, set()
+        return False
+
+    def __len__(self) -> int:
+        return len(self._newer) + len(self._older)
+
+
+def _maps(state: KeyState) -> tuple[CachedState, CachedState]:
+    """New write-back caches over the key's sensory and short-term memory maps."""
+    put_all = getattr(state, "batch_puts", False)
+    return (
+        CachedState(state.sensory, put_all=put_all, kind=MemoryType.SENSORY),
+        CachedState(state.short_term, put_all=put_all),
+    )
+
+
+def _make_maps(known: _KeyCache, state: KeyState) -> None:
+    known.sensory, known.short_term = _maps(state)
+
+
 def _flush(
     control: KeyControl, state: KeyState, sensory: CachedState, short_term: CachedState
 ) -> None:
@@ -195,13 +235,16 @@ class KeyDriver:
         self._keys: OrderedDict[Any, _KeyCache] = OrderedDict()
         """Recently seen keys, at most ``state-cache-keys`` of them: in the order first
         seen until there are that many, then least recently seen first (a key seen again
-        moves to the end only once the cache is full, when keys are evicted). An
+        moves to the end only once the cache is full, when keys are evicted; a record's
+        key enters a full cache only if seen lately: ``_admit``). An
         ``OrderedDict``: a plain dict's first entry, once many were deleted before it, is
         found by scanning their empty slots, which made each eviction cost microseconds
         when every key of many misses the cache (issue 45).
         Only this driver writes its keys' state (a new attempt or a restore builds a new
         driver), so what it last wrote or read is what the state holds."""
         self._keys_limit = self.options.state_cache_keys
+        self._sightings = _Sightings(self._keys_limit // 4)
+        """Keys seen lately that a full cache did not take (``_admit``)."""
         self.steps = 0
         """Actions completed (or replayed from the action log) by this driver."""
         self.metrics = engine.metrics
@@ -249,10 +292,10 @@ class KeyDriver:
         keys = self._keys
         known = keys.get(key)
         if known is None:
-            known = self._known(key)  # a new key (or none: no cache)
+            known = self._admit(key)  # cached now, or for this callback only
         elif len(keys) >= self._keys_limit:
             keys.move_to_end(key)  # the most recent now (``_known``)
-        control = known.control if known is not None else None
+        control = known.control
         if control is None:
             control = self._control(key, state, known, timers)
         if control.run is None:
@@ -262,15 +305,12 @@ class KeyDriver:
                 else:
                     self._expire_if_idle(key, control, state, timers.now_ms())
             self.parked.wait_for_free_slot()
-            if (
-                self._plain_runs
-                and known is not None
-                and known.sensory is not None
-                and (type(record) is not tuple or not is_tagged_input(record))
-            ):
+            if self._plain_runs and (type(record) is not tuple or not is_tagged_input(record)):
+                if known.sensory is None:
+                    _make_maps(known, state)
                 return self._run_plain(key, record, control, state, timers, known)
             return self._drive(key, control, state, timers, record=record, known=known)
-        return self._queue(key, record, control, state, timers)
+        return self._queue(key, record, control, state, timers, known)
 
     def _run_plain(
         self,
@@ -281,7 +321,8 @@ class KeyDriver:
         timers: Timers,
         known: _KeyCache,
     ) -> Iterable[Any]:
-        """A new run of a key seen before, for the common run whose actions are all plain
+        """A new run of the key whose maps ``known`` holds, for the common run whose
+        actions are all plain
         (``RunEngine.begin``): what ``_drive`` does for it, without a generator. A run
         that needs more (an async action, a failure, a replay) goes on in ``_drive``, from
         where its plain actions stopped."""
@@ -304,11 +345,19 @@ class KeyDriver:
             engine.finish(run, sensory)
         if self._ttl_ms is not None:
             self._ran(control, timers)
+        if known.roots[0] is None:  # a new entry: keep its roots (``_KeyCache.roots``)
+            known.roots = (sensory.memory_root, short_term.memory_root)
         _flush(control, state, sensory, short_term)
         return outcome.outputs
 
     def _queue(
-        self, key: Any, record: Any, control: KeyControl, state: KeyState, timers: Timers
+        self,
+        key: Any,
+        record: Any,
+        control: KeyControl,
+        state: KeyState,
+        timers: Timers,
+        known: _KeyCache,
     ) -> Iterator[Any]:
         """Queue ``record`` behind the key's run in progress (and resume that run if it can)."""
         parked = self.parked.get(key)
@@ -321,18 +370,19 @@ class KeyDriver:
             # The key's durable call is already done: resume its run now rather than at the
             # next poll; this record runs when it ends.
             self.parked.unpark(key)
-            yield from self._drive(key, control, state, timers, resume=parked)
+            yield from self._drive(key, control, state, timers, resume=parked, known=known)
             return
         if parked is None:
             # A run in state without a coroutine here was restored from a checkpoint, or
             # waits for a retry. Its timers may not come back with it (PyFlink's process
             # mode restores none), so its key's next record resumes it.
             if timers.now_ms() >= control.run.retry_at_ms:
-                yield from self._drive(key, control, state, timers)
+                yield from self._drive(key, control, state, timers, known=known)
                 return
             self.parked.wake_at(key, control.run.retry_at_ms, timers)
             self._wake_at_end(key, timers)
-        self._set_control(key, state, control)
+        state.set_control(control)
+        known.control = control
         self.parked.slow_down_while_queues_grow()
 
     def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:
@@ -444,7 +494,7 @@ class KeyDriver:
 
     def _wake(self, key: Any, state: KeyState, timers: Timers, draining: bool) -> Iterator[Any]:
         if draining:
-            known = self._known(key)
+            known = self._keys.get(key)
             if known is not None:
                 known.end_timer = False  # it fired
         parked = self.parked.get(key)
@@ -503,13 +553,11 @@ class KeyDriver:
             # The parked action's context reads and writes through the caches it started with.
             sensory, short_term = resume.sensory, resume.short_term
         else:
-            if known is None or known.sensory is None:
-                put_all = getattr(state, "batch_puts", False)
-                sensory = CachedState(state.sensory, put_all=put_all, kind=MemoryType.SENSORY)
-                short_term = CachedState(state.short_term, put_all=put_all)
-                if known is not None:
-                    known.sensory, known.short_term = sensory, short_term
+            if known is None:
+                sensory, short_term = _maps(state)
             else:
+                if known.sensory is None:
+                    _make_maps(known, state)
                 sensory, short_term = known.sensory, known.short_term
             if control.run is not None:
                 run = control.run
@@ -616,9 +664,31 @@ class KeyDriver:
 
     # -- the per-key cache ------------------------------------------------------------------
 
+    def _admit(self, key: Any) -> _KeyCache:
+        """The entry for a record of a key not in the cache: cached while the cache has
+        room; once it is full, only if the key was seen lately (``_Sightings``: its second
+        record within the last ``state-cache-keys / 4`` or so records of keys not cached),
+        evicting the least recent key; otherwise an entry for this callback only. So keys
+        that each come back rarely (many more of them than the cache holds, in turn or at
+        random) leave the cache as it is rather than each evicting a key that may come back
+        sooner: least-recently-used alone keeps none of them when they come round in turn
+        (issue 45). Admission is decided here only, once per record: the other lookups of
+        a record's callback use the entry it returns, or ``self._keys`` as it is."""
+        keys = self._keys
+        limit = self._keys_limit
+        if len(keys) < limit:
+            known = keys[key] = _KeyCache()
+        elif limit and self._sightings.seen_again(key):
+            known = keys[key] = _KeyCache()
+            keys.popitem(last=False)
+        else:
+            known = _KeyCache()
+        return known
+
     def _known(self, key: Any) -> _KeyCache | None:
         """The key's cache entry, made (evicting the least recent key) if new; None when
-        ``state-cache-keys`` is 0."""
+        ``state-cache-keys`` is 0. (For callbacks other than a record's, which are few:
+        their keys have timers, and are cached at once.)"""
         limit = self._keys_limit
         if not limit:
             return None
@@ -667,7 +737,7 @@ class KeyDriver:
 
     def _set_control(self, key: Any, state: KeyState, control: KeyControl) -> None:
         state.set_control(control)
-        known = self._known(key)
+        known = self._keys.get(key)
         if known is not None:
             known.control = control
 
@@ -953,8 +1023,9 @@ class KeyDriver:
 
     def _wake_at_end(self, key: Any, timers: Timers) -> None:
         """Have ``on_end_of_input`` called for ``key`` at the end of input (once per key:
-        each registration is a call into the JVM on Flink)."""
-        known = self._known(key)
+        each registration is a call into the JVM on Flink; a key not cached registers
+        again, which Flink takes as the same timer)."""
+        known = self._keys.get(key)
         if known is None or not known.end_timer:
             timers.wake_at_end()
             if known is not None:

@@ -134,6 +134,7 @@ def tables(runner: LocalRunner) -> dict[str, int]:
     parked, journal, tracer, loop = driver.parked, engine.journal, engine.tracer, engine._call_loop
     return {
         "key cache": len(driver._keys),
+        "keys seen lately": len(driver._sightings),
         "parked runs": len(parked),
         "calls in flight": parked.calls_in_flight() + len(parked._storing),
         "poll timers": len(parked._due),
@@ -216,11 +217,16 @@ def test_many_keys_leave_every_table_empty_or_at_its_cap(observed: Lines, tmp_pa
             "traced run ids": RUNS_KEPT,
             "metrics": tables(runner)["metrics"],  # none per key: the same after any wave
         }
+        sightings = CACHE_KEYS // 4  # (``KeyDriver._admit``: two generations of these)
+        expected["keys seen lately"] = tables(runner)["keys seen lately"]
+        assert sightings <= expected["keys seen lately"] < 2 * sightings
         assert tables(runner) == expected
         blocks = []
         for first in (WARM_UP, WARM_UP + WAVE):
             run_wave(runner, first, WAVE)
-            assert tables(runner) == expected
+            seen = tables(runner)
+            assert sightings <= seen.pop("keys seen lately") < 2 * sightings
+            assert seen == {k: v for k, v in expected.items() if k != "keys seen lately"}
             blocks.append(allocated_blocks())
         assert observed.count > 5 * (WARM_UP + 2 * WAVE)  # the event log was on (lines per run)
         assert runner.engine.tracer.exported > 0

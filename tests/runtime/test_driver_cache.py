@@ -150,35 +150,56 @@ def test_a_cached_key_is_read_once_and_written_at_every_run():
 
 
 @pytest.mark.parametrize("cache_keys", [0, 1])
-def test_without_the_cache_or_after_an_eviction_state_is_read_with_the_same_results(cache_keys):
+def test_keys_not_cached_read_state_with_the_same_results(cache_keys):
     cached, cached_states = drive(4096, ["a", "b", "c"], 30)
     outputs, states = drive(cache_keys, ["a", "b", "c"], 30)
     assert outputs == cached
     for key, state in states.items():
-        assert state.control_reads == 10  # every run: keys alternate, one entry at most
+        # With room for one key, "a" (the first) stays: "b" and "c", in turn, are never
+        # seen again soon enough to be let in (``_admit``), so they are read every run.
+        kept = cache_keys == 1 and key == "a"
+        assert state.control_reads == (1 if kept else 10)
         # The first run reads count, the root marker (the key is new) and sum; each later
         # run its two fields alone: a field read before it is written needs no marker.
-        assert state.short_term.calls["get"] == 3 + 9 * 2
+        assert state.short_term.calls["get"] == (3 if kept else 3 + 9 * 2)
         assert state.short_term.data == cached_states[key].short_term.data
         assert state.stored == cached_states[key].stored
 
 
-def test_a_full_cache_evicts_the_key_seen_least_recently():
+def drive_keys(cache_keys: int, keys: str) -> tuple[list[Any], dict[str, CountingKeyState]]:
+    """One record for each letter of ``keys``, in order (the letter is the key)."""
     engine = RunEngine(
         bind_plan(to_plan(CounterAgent)),
-        AgentOptions(state_cache_keys=2, action_log="none"),
+        AgentOptions(state_cache_keys=cache_keys, action_log="none"),
     )
     driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
-    states = {key: CountingKeyState() for key in "abc"}
+    states = {key: CountingKeyState() for key in set(keys)}
     outputs = []
-    # "a" is seen again after "b": "c" then evicts "b", the least recent, not "a".
-    for n, key in enumerate("abacab"):
+    for n, key in enumerate(keys):
         outputs.extend(driver.on_record(key, n, states[key], Clock()))
     engine.close()
+    return outputs, states
+
+
+def test_a_full_cache_takes_a_key_seen_again_soon_in_place_of_the_least_recent():
+    # "a" and "b" fill the cache; "a" is seen again. "c"'s first record leaves the cache
+    # as it is; its second, soon after, lets it in, evicting "b", the least recent.
+    outputs, states = drive_keys(2, "abaccab")
     assert states["a"].control_reads == 1  # cached from its first record on
     assert states["b"].control_reads == 2  # read again after its eviction
-    assert states["c"].control_reads == 1
-    assert [output[1] for output in outputs] == [1, 1, 2, 1, 3, 2]  # counts kept throughout
+    assert states["c"].control_reads == 2  # not cached at its first record
+    assert [output[1] for output in outputs] == [1, 1, 2, 1, 2, 3, 2]  # counts kept throughout
+
+
+def test_keys_coming_round_in_turn_leave_the_cache_to_those_it_holds():
+    # Twelve keys in turn through a cache of eight: least recently used alone would evict
+    # every key before it comes round again, and read all of them every time; the cache
+    # keeps its first eight, and the other four are read from state.
+    keys = "abcdefghijkl"
+    outputs, states = drive_keys(8, keys * 5)
+    reads = {key: state.control_reads for key, state in states.items()}
+    assert reads == {**dict.fromkeys("abcdefgh", 1), **dict.fromkeys("ijkl", 5)}
+    assert [output[1] for output in outputs[-12:]] == [5] * 12
 
 
 def test_the_option_is_validated():
