@@ -97,7 +97,8 @@ class _KeyCache:
     and the key's two memory maps as write-back ``CachedState``s, which know what was read
     and written before. Flink's state is still written at the end of every callback (the
     maps are flushed, so they start the next callback clean); the cache only saves reading
-    it back, and making the maps again."""
+    it back, and making the maps again. (A record of a key the cache leaves out runs with
+    an entry of its own that the driver drops when the callback ends: ``_admit``.)"""
 
     __slots__ = ("control", "end_timer", "roots", "sensory", "short_term")
 

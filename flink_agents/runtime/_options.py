@@ -77,9 +77,10 @@ class AgentOptions(BaseModel):
     async_poll_max_interval_ms: int = Field(50, alias="async-poll-max-interval-ms", ge=1)
     state_cache_keys: int = Field(4096, alias="state-cache-keys", ge=0)
     """Keys per subtask whose control value and memory the run driver keeps in memory
-    between callbacks, least recently used out: their state is still written at the end of
-    every callback, only reading it back is saved (in thread mode a state read is a call
-    into the JVM). 0 turns the cache off."""
+    between callbacks, least recently used out; once full, a key enters only when seen
+    again soon (so that many keys each seen rarely do not push out those that come back):
+    their state is still written at the end of every callback, only reading it back is
+    saved (in thread mode a state read is a call into the JVM). 0 turns the cache off."""
     event_log_level: Literal["off", "standard", "verbose"] = Field("off", alias="event-log-level")
     """The event log (``docs/observability.md``): one JSON line per run, event and action,
     with payloads cut to ``event-log-max-payload-chars`` at ``standard``, in full at
