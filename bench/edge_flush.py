@@ -1,7 +1,8 @@
 """Probe: what ``EdgeShard.flush`` costs, and what it does to the write-ahead log.
 
-Nothing of ours calls ``flush`` (``bench/RESULTS.md``, 1M items: 2.2 of 4.2 GB on disk is
-the engine's WAL). This fills an ``EdgeVectorStore`` in a temporary directory with
+Nothing of ours called ``flush`` when this was written (``bench/RESULTS.md``, 1M items: 2.2
+of 4.2 GB on disk was the engine's WAL); the store now flushes every ``flush_interval_s``,
+which this probe turns off. This fills an ``EdgeVectorStore`` in a temporary directory with
 ``--points`` points shaped like long-term memory items (``long_term_memory.payload``, random
 unit vectors), one point per ``upsert`` as the batcher writes an action's item, and after
 every ``--every`` points: the shard's directories' sizes on disk, then a ``flush`` (wall,
@@ -82,10 +83,11 @@ def fill(directory: Path, args: argparse.Namespace) -> None:
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(1000, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    store = EdgeVectorStore(directory / "store")
+    # No flushes but this probe's (the store's own, every ``flush_interval_s``, are off).
+    store = EdgeVectorStore(directory / "store", flush_interval_s=None)
     store.ensure_collection(COLLECTION, 384, "probe")
     shard_dir = directory / "store" / COLLECTION / "shard"
-    shard = store._get(COLLECTION).shard  # the engine's handle: flush is not ours to call
+    shard = store._get(COLLECTION).shard  # the engine's handle, to time its flush alone
     for start in range(0, args.points, args.every):
         began = time.perf_counter()
         for i in range(start, min(start + args.every, args.points)):

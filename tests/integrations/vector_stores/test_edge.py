@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ from flink_agents.integrations.vector_stores import (
     StoreLockedError,
     open_vector_store,
 )
+from flink_agents.integrations.vector_stores import edge as edge_module
 from flink_agents.integrations.vector_stores.client import QdrantClientVectorStore
 from flink_agents.integrations.vector_stores.edge import METADATA_FILE, EdgeVectorStore
 from flink_agents.integrations.vector_stores.shared import SharedVectorStore
@@ -159,6 +161,61 @@ def test_optimize_every_counts_upserted_points(
             store.upsert("mem", [item(n) for n in range(start, start + 20)])
         assert calls == ["mem", "mem"]
         assert store.count("mem") == 120
+
+
+class CountingFlushes:
+    """The engine's shard, its flushes counted (each still runs)."""
+
+    def __init__(self, shard: object) -> None:
+        self._shard = shard
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self._shard.flush()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._shard, name)
+
+
+def test_a_write_flushes_its_collection_once_its_last_flush_is_an_interval_ago(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upserts, payload updates and deletes flush the collection (so that the engine's
+    write-ahead log is truncated) when its last flush, or its opening, is at least
+    ``flush_interval_s`` ago: one flush a write at most, none in between."""
+    clock = [100.0]
+    monkeypatch.setattr(edge_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    with EdgeVectorStore(tmp_path, flush_interval_s=5.0) as store:
+        store.ensure_collection("mem", DIM, MODEL)
+        shard = store._collections["mem"].shard = CountingFlushes(store._collections["mem"].shard)
+        store.upsert("mem", [item(n) for n in range(10)])
+        clock[0] = 104.9
+        store.set_payload("mem", [item(1).id], {"text": "changed"})
+        assert shard.flushes == 0
+        clock[0] = 105.0
+        store.upsert("mem", [item(n) for n in range(10, 20)])
+        assert shard.flushes == 1
+        clock[0] = 109.0
+        store.delete("mem", [item(0).id])
+        assert shard.flushes == 1
+        clock[0] = 110.0
+        store.delete("mem", [item(1).id])
+        assert shard.flushes == 2
+        assert store.count("mem") == 18
+    with EdgeVectorStore(tmp_path) as store:  # and all of it was kept
+        assert store.count("mem") == 18
+
+
+def test_without_a_flush_interval_writes_never_flush(tmp_path: Path) -> None:
+    with EdgeVectorStore(tmp_path, flush_interval_s=None) as store:
+        store.ensure_collection("mem", DIM, MODEL)
+        shard = store._collections["mem"].shard = CountingFlushes(store._collections["mem"].shard)
+        store.upsert("mem", [item(n) for n in range(10)])
+        store.delete("mem", [item(0).id])
+        assert shard.flushes == 0
+    with pytest.raises(ValueError, match="flush_interval_s"):
+        EdgeVectorStore(tmp_path, flush_interval_s=-1)
 
 
 def test_extra_indexes_are_added_to_an_existing_collection(tmp_path: Path) -> None:
