@@ -667,14 +667,14 @@ class KeyDriver:
 
     def _admit(self, key: Any) -> _KeyCache:
         """The entry for a record of a key not in the cache: cached while the cache has
-        room; once it is full, only if the key was seen lately (``_Sightings``: its second
-        record within the last ``state-cache-keys / 4`` or so records of keys not cached),
-        evicting the least recent key; otherwise an entry for this callback only. So keys
-        that each come back rarely (many more of them than the cache holds, in turn or at
-        random) leave the cache as it is rather than each evicting a key that may come back
-        sooner: least-recently-used alone keeps none of them when they come round in turn
-        (issue 45). Admission is decided here only, once per record: the other lookups of
-        a record's callback use the entry it returns, or ``self._keys`` as it is."""
+        room; once it is full, only if the key was seen lately (``_Sightings``: among the
+        last ``state-cache-keys / 4`` to ``/ 2`` keys left out), evicting the least recent
+        key; otherwise an entry for this callback only. So keys that each come back rarely
+        (many more of them than the cache holds, in turn or at random) leave the cache as it
+        is rather than each evicting a key that may come back sooner: least-recently-used
+        alone keeps none of them when they come round in turn (issue 45). Admission is
+        decided here only, once per record: the other lookups of a record's callback use
+        the entry it returns, or ``self._keys`` as it is."""
         keys = self._keys
         limit = self._keys_limit
         if len(keys) < limit:
