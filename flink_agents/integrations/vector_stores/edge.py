@@ -17,7 +17,7 @@ Engine facts measured with qdrant-edge-py 0.9.0 that shape this module:
 - Writes go to its WAL before ``update`` returns, so they survive a crash without ``flush``.
   But the WAL is truncated only by ``flush``, which writes the segments out: never flushed,
   it grew ~2.1 MiB per 1,000 points (2.2 of 4.2 GB on disk at a million), and reopening
-  after a crash replays all of it (19 s at 250,000 points, 0.8 s after a flush). A flush
+  after a crash replays all of it (19 s at 250,000 points; 0.8 s after a clean close). A flush
   costs 5-13 us per point written since the last and holds the GIL throughout
   (``bench/edge_flush.py``), so the store flushes a collection little and often: inside
   the write that finds its last flush ``flush_interval_s`` ago (5 s, as a Qdrant server).
