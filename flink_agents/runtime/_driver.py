@@ -382,8 +382,7 @@ class KeyDriver:
                 return
             self.parked.wake_at(key, control.run.retry_at_ms, timers)
             self._wake_at_end(key, timers)
-        state.set_control(control)
-        known.control = control
+        self._set_control(key, state, control)
         self.parked.slow_down_while_queues_grow()
 
     def on_timer(self, key: Any, state: KeyState, timers: Timers) -> Iterator[Any]:

@@ -5,6 +5,7 @@ evicted or disabled entries fall back to reading state, with the same results.""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -112,18 +113,7 @@ class Clock:
 
 
 def drive(cache_keys: int, keys: list[str], records: int):
-    engine = RunEngine(
-        bind_plan(to_plan(CounterAgent)),
-        AgentOptions(state_cache_keys=cache_keys, action_log="none"),
-    )
-    driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
-    states = {key: CountingKeyState() for key in keys}
-    outputs = []
-    for n in range(records):
-        key = keys[n % len(keys)]
-        outputs += list(driver.on_record(key, n, states[key], Clock()))
-    engine.close()
-    return outputs, states
+    return drive_keys(cache_keys, [keys[n % len(keys)] for n in range(records)])
 
 
 def test_a_cached_key_is_read_once_and_written_at_every_run():
@@ -166,8 +156,10 @@ def test_keys_not_cached_read_state_with_the_same_results(cache_keys):
         assert state.stored == cached_states[key].stored
 
 
-def drive_keys(cache_keys: int, keys: str) -> tuple[list[Any], dict[str, CountingKeyState]]:
-    """One record for each letter of ``keys``, in order (the letter is the key)."""
+def drive_keys(
+    cache_keys: int, keys: Sequence[str]
+) -> tuple[list[Any], dict[str, CountingKeyState]]:
+    """One record for each of ``keys``, in order (record ``n`` is ``n``)."""
     engine = RunEngine(
         bind_plan(to_plan(CounterAgent)),
         AgentOptions(state_cache_keys=cache_keys, action_log="none"),
