@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -41,11 +42,17 @@ from flink_agents.runtime.journal import CallFuture
 if TYPE_CHECKING:
     from flink_agents.runtime._driver import Timers
 
+logger = logging.getLogger(__name__)
+
 SAFETY_POLL_MS = 1000
 """With ``resume_elsewhere``: how long after it parks (and then how often) a run's own timer
 wakes it, whatever the shared polls do. What it is for: a parked run restored from a
 checkpoint has only its own key's timers, and an input that has gone quiet has no other
 callback to resume it from."""
+
+STALL_REPORT_S = 60.0
+"""How long the runner's thread blocks on the bounds (``wait_for_free_slot``,
+``slow_down_while_queues_grow``) before it logs what it waits for, and again each time."""
 
 STARTS_FIRST_QUIET_S = 0.005
 STARTS_FIRST_AT_MOST_S = 0.05
@@ -492,7 +499,8 @@ class ParkedRuns:
         self._full_at = self._clock()
         with self._call_ended:
             while not self.has_free_slot():
-                self._call_ended.wait()
+                if not self._call_ended.wait(STALL_REPORT_S):
+                    self._report_stall("a place for a call")
 
     def input_queued(self) -> None:
         """An input was queued behind a parked run (``slow_down_while_queues_grow``)."""
@@ -521,7 +529,38 @@ class ParkedRuns:
             if self._in_flight or self._storing:
                 ended = self._calls_ended
                 while self._calls_ended == ended:
-                    self._call_ended.wait()
+                    if not self._call_ended.wait(STALL_REPORT_S):
+                        self._report_stall("a call to end")
+
+    def _report_stall(self, awaited: str) -> None:
+        """The runner's thread has waited ``STALL_REPORT_S`` more for ``awaited``: log what
+        is in flight. A future there whose call has ended missed its release (a bug: the
+        thread would wait for it forever); it is released here, and logged as an error.
+        Under ``_call_ended``."""
+        missed = 0
+        for in_flight in (self._in_flight, self._storing):
+            for future in list(in_flight):
+                if future.done() or (type(future) is CallFuture and future.ended):
+                    in_flight.discard(future)
+                    missed += 1
+        if missed:
+            self._calls_ended += 1
+            logger.error(
+                "%d durable call(s) that had ended still held a place among the bounds; released",
+                missed,
+            )
+        logger.warning(
+            "the operator has waited another %.0f s for %s: %d durable call(s) and %d"
+            " store(s) running (max-in-flight %d), %d parked run(s), %d input(s) queued"
+            " behind them",
+            STALL_REPORT_S,
+            awaited,
+            len(self._in_flight),
+            len(self._storing),
+            self._options.max_in_flight,
+            len(self._runs),
+            self._queued,
+        )
 
     def resume_now(self, when: float, now: float) -> bool:
         """Whether a callback resumes a ready run whose call finished at ``when`` (``clock``;

@@ -8,6 +8,7 @@ schedule and every rule is exact."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from flink_agents.memory import CachedState, DictState
+from flink_agents.runtime import _parking as parking
 from flink_agents.runtime._engine import RunState
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._parking import (
@@ -215,6 +217,54 @@ def test_queued_inputs_count_toward_the_bound_until_they_start():
     waiting.join(10)
     parked.queued_input_started()
     parked.slow_down_while_queues_grow()  # one parked run, nothing queued: returns at once
+
+
+def test_a_long_wait_for_a_place_is_logged_with_what_is_in_flight(monkeypatch, caplog):
+    monkeypatch.setattr(parking, "STALL_REPORT_S", 0.05)
+    parked, timers = make(max_in_flight=1), RecordingTimers()
+    future = park(parked, "a", timers)
+    parked.input_queued()
+    threading.Timer(0.5, future.set_result, [None]).start()
+    with caplog.at_level(logging.WARNING, logger=parking.__name__):
+        parked.wait_for_free_slot()  # blocks until the call of "a" ends
+    reports = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert reports
+    assert reports[0] == (
+        "the operator has waited another 0 s for a place for a call: 1 durable call(s) and 0"
+        " store(s) running (max-in-flight 1), 1 parked run(s), 1 input(s) queued behind them"
+    )
+    assert not [r for r in caplog.records if r.levelno == logging.ERROR]
+
+
+class DeafFuture(Future):
+    """A future that never calls back: its call's place would never be released."""
+
+    def add_done_callback(self, fn) -> None:
+        pass
+
+
+@pytest.mark.parametrize("wait", ["wait_for_free_slot", "slow_down_while_queues_grow"])
+def test_a_call_that_ended_without_releasing_its_place_blocks_no_thread_for_ever(
+    wait, monkeypatch, caplog
+):
+    """Were a call's release missed, the thread would wait for it for ever: the stall
+    report finds the call ended, releases its place and says so."""
+    monkeypatch.setattr(parking, "STALL_REPORT_S", 0.05)
+    parked, timers = make(max_in_flight=1), RecordingTimers()
+    future = park(parked, "a", timers, future=DeafFuture())
+    parked.input_queued()
+    future.set_result(None)
+    returned = threading.Event()
+    waiting = threading.Thread(target=lambda: (getattr(parked, wait)(), returned.set()))
+    with caplog.at_level(logging.WARNING, logger=parking.__name__):
+        waiting.start()
+        assert returned.wait(10)
+        waiting.join(10)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == [
+        "1 durable call(s) that had ended still held a place among the bounds; released"
+    ]
+    assert parked.has_free_slot()
 
 
 # -- shared polls (``resume_elsewhere``) ----------------------------------------------------

@@ -182,6 +182,11 @@ class CallFuture(Future):
         self._ended = False
         self._ended_callbacks: list[Callable[[Future[Any]], None]] = []
 
+    @property
+    def ended(self) -> bool:
+        """Whether the call has returned or raised (or the future is done)."""
+        return self._ended
+
     def add_ended_callback(self, fn: Callable[[Future[Any]], None]) -> None:
         """Call ``fn(self)`` once the call has ended, at once if it has."""
         with self._end_lock:
