@@ -550,7 +550,7 @@ class ParkedRuns:
                 missed,
             )
         logger.warning(
-            "the operator has waited another %.0f s for %s: %d durable call(s) and %d"
+            "the runner's thread has waited another %.0f s for %s: %d durable call(s) and %d"
             " store(s) running (max-in-flight %d), %d parked run(s), %d input(s) queued"
             " behind them",
             STALL_REPORT_S,

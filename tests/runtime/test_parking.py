@@ -230,7 +230,7 @@ def test_a_long_wait_for_a_place_is_logged_with_what_is_in_flight(monkeypatch, c
     reports = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert reports
     assert reports[0] == (
-        "the operator has waited another 0 s for a place for a call: 1 durable call(s) and 0"
+        "the runner's thread has waited another 0 s for a place for a call: 1 durable call(s) and 0"
         " store(s) running (max-in-flight 1), 1 parked run(s), 1 input(s) queued behind them"
     )
     assert not [r for r in caplog.records if r.levelno == logging.ERROR]
