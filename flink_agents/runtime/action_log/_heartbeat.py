@@ -48,10 +48,11 @@ class JobHeartbeat:
 
     def start(self) -> None:
         """Beat from a daemon thread, the first beat one period from now."""
-        self._thread = threading.Thread(
+        thread = threading.Thread(
             target=self._run, name=f"action-log-heartbeat-{self._marker.job}", daemon=True
         )
-        self._thread.start()
+        thread.start()
+        self._thread = thread  # once running: ``stop`` joins only a thread that started
 
     def stop(self, wait: bool = True) -> None:
         """No beat after this returns (``wait``: one under way is waited for). Idempotent."""

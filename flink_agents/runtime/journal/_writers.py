@@ -145,17 +145,19 @@ class CallWriter:
         with cond:
             if self._stopping:
                 raise RuntimeError("the action journal is closed")
+            starting = self._thread is None
+            if starting:
+                # Started before anything is queued and kept only once running: a thread
+                # that cannot start raises here and leaves no call that nothing will write.
+                thread = threading.Thread(target=self._run, name="action-log-calls", daemon=True)
+                thread.start()  # its first step waits for the lock held here
+                self._thread = thread
             now = time.monotonic()
             self._arrivals.append(now)
             self._queue.append(_PendingCalls(calls, done, now))
             if wait:
                 self._waiters += 1
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="action-log-calls", daemon=True
-                )
-                self._thread.start()  # its first step waits for the lock held here
-            elif self._idle or wait:
+            if not starting and (self._idle or wait):
                 cond.notify()  # not while it lingers or writes: it takes these next anyway
 
     def write(self, calls: list[EncodedCall]) -> BaseException | None:
@@ -330,10 +332,14 @@ class CompletionWriter:
                 cond.wait(self.IDLE_WAIT_S)
             self._check_usable(waiting=False)
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="action-log-writer", daemon=True
-                )
-                self._thread.start()  # its first step waits for the lock held here
+                # Kept only once running: a thread that cannot start fails this record as
+                # the log's, and the next record tries again.
+                thread = threading.Thread(target=self._run, name="action-log-writer", daemon=True)
+                try:
+                    thread.start()  # its first step waits for the lock held here
+                except RuntimeError as error:
+                    raise log_error(self._log, "recording completed actions", error) from error
+                self._thread = thread
                 _LIVE_WRITERS.add(self)
             queue = self._queue
             if not queue:

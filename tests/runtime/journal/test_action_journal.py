@@ -1090,3 +1090,53 @@ def test_arguments_are_digested_as_the_call_starts_not_when_it_is_made():
     slot = replayed.begin(_grows, (["a"],), {})
     assert slot.digest == digest_args((["a"],), {})
     assert slot.recorded is not None and slot.replay() == 2
+
+
+WRITERS = ("action-log-calls", "action-log-writer")
+
+
+@pytest.fixture
+def first_writer_start_fails(monkeypatch):
+    """The first start of each of the journal's writer threads raises, as ``Thread.start``
+    does when the process can make no more threads."""
+    failed: set[str] = set()
+    start = threading.Thread.start
+
+    def failing_start(thread: threading.Thread) -> None:
+        if thread.name in WRITERS and thread.name not in failed:
+            failed.add(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", failing_start)
+    return failed
+
+
+def test_a_writer_that_could_not_start_is_started_by_the_next_call(first_writer_start_fails):
+    """A durable call whose writer thread cannot start fails at once and leaves nothing
+    queued; the next call starts the thread and is written (it would otherwise wait for a
+    thread that never ran, and its action's run stay parked for ever)."""
+    attempt = journal(InMemoryActionLog())
+    identity = attempt.identity("a", 1, 1, "work")
+    reported: list[BaseException | None] = []
+    with pytest.raises(ActionLogError, match="recording a durable call failed: RuntimeError"):
+        attempt.submit_call(identity, DurableCall(0, "m:f", "d", "A"), reported.append)
+    assert first_writer_start_fails == {"action-log-calls"}
+    assert submit_one(attempt, "b").wait(10)
+    assert reported == []  # the failed call is not written behind its caller's back
+    assert attempt.log.calls(identity) == []
+    attempt.close()
+
+
+def test_a_completion_writer_that_could_not_start_is_started_by_the_next_record(
+    first_writer_start_fails,
+):
+    log = BatchLog()
+    logged = journal(log, batch_delay_ms=60_000)
+    with pytest.raises(ActionLogError, match="recording completed actions failed: RuntimeError"):
+        complete_one(logged, 1)
+    assert first_writer_start_fails == {"action-log-writer"}
+    complete_one(logged, 2)
+    logged.flush()
+    assert log.count("job-1") == 1 and logged.written == 1
+    logged.close()
