@@ -196,7 +196,11 @@ class CallLoop:
             return
         slot = call.slot
         if slot is not None and slot.digest is None:  # as the function receives them
-            slot.digest = digest_args(call.args, call.kwargs)
+            try:
+                slot.digest = digest_args(call.args, call.kwargs)
+            except Exception as failure:  # not an outcome of the call: nothing is recorded
+                call.future.set_exception(failure)  # as ``CallSlot.start`` fails it
+                return
         started = time.perf_counter()
         try:
             call.result = await call.function(*call.args, **call.kwargs)
@@ -244,7 +248,10 @@ class CallLoop:
     def _settle(call: _Call, failure: BaseException | None) -> None:
         error = call.error if failure is None else failure
         if call.metrics is not None:
-            call.metrics.durable_call(call.name, call.ms, error is not None)
+            try:
+                call.metrics.durable_call(call.name, call.ms, error is not None)
+            except Exception:  # the call's action must still go on, and the pass's others
+                logger.exception("counting durable call %s failed", call.name)
         with contextlib.suppress(Exception):  # a future cancelled meanwhile
             if error is None:
                 call.future.set_result(call.result)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import Executor, Future, InvalidStateError, wait
+from contextlib import suppress
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -746,7 +747,8 @@ class _DurableCall(_Call):
             future: Future[Any] = self._watched(CallFuture())
             timed = None if metrics is None else partial(metrics.timed_call, self._name())
             call = partial(call_to_result, self._function)
-            submit(slot.start, call, self._args, self._kwargs, future, timed)
+            work = submit(slot.start, call, self._args, self._kwargs, future, timed)
+            work.add_done_callback(partial(_fail_if_never_run, future))
             return (yield future)
         function, args = call_to_result, (self._function, *self._args)
         if metrics is None:
@@ -754,6 +756,23 @@ class _DurableCall(_Call):
         # The user's arguments bound first: their names cannot clash with timed_call's.
         bound = partial(function, *args, **self._kwargs)
         return (yield self._watched(submit(metrics.timed_call, self._name(), bound)))
+
+
+def _fail_if_never_run(future: CallFuture, work: Future[Any]) -> None:
+    """``work`` (a call's ``CallSlot.start`` on the executor) is done: if the executor
+    dropped it unrun (its threads stopped and cancelled what was queued, or broke), fail the
+    call's future, which nothing else would ever complete (``CallSlot.start`` completes it
+    on every path it runs)."""
+    if work.cancelled():
+        failure: BaseException = RuntimeError(
+            "the durable call was never run: its threads had stopped"
+        )
+    else:
+        failure = work.exception()
+        if failure is None:  # it ran: its outcome completes the future once stored
+            return
+    with suppress(InvalidStateError):  # done already (``CallSlot.start`` failed it)
+        future.set_exception(failure)
 
 
 class _LoopCall(_Call):

@@ -73,10 +73,13 @@ class EngineServices:
         executor = self.executor
         release = threading.Event()
         # Each task blocks until all are submitted, so no thread is idle and every submit
-        # starts a new one; then they all return and wait for calls.
-        for _ in range(self.options.num_async_threads):
-            executor.submit(release.wait)
-        release.set()
+        # starts a new one; then they all return and wait for calls (released even when a
+        # submit fails: those started would otherwise block for ever).
+        try:
+            for _ in range(self.options.num_async_threads):
+                executor.submit(release.wait)
+        finally:
+            release.set()
 
     def close(self, wait_s: float | None = None) -> None:
         """Drain the call loop and stop the executor (waiting for running calls, which

@@ -75,6 +75,33 @@ def test_start_async_threads_starts_them_all_before_any_call():
         engine.close()
 
 
+def test_threads_started_before_a_thread_could_not_start_are_not_left_blocked(monkeypatch):
+    """A thread that cannot start (the process out of threads) fails the start, and the
+    threads started before it are released: each first task waits until all are
+    submitted, and would otherwise wait for ever, holding its thread."""
+    before = _async_threads()
+    engine = RunEngine(
+        bind_plan(to_plan(async_agents.DurableAgent)), AgentOptions(num_async_threads=3)
+    )
+    executor = engine.executor
+    submit, tasks = executor.submit, []
+
+    def second_fails(*args):
+        if len(tasks) == 2:
+            raise RuntimeError("can't start new thread")
+        tasks.append(submit(*args))
+        return tasks[-1]
+
+    monkeypatch.setattr(executor, "submit", second_fails)
+    try:
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            engine.start_async_threads()
+        assert [task.result(timeout=5) for task in tasks] == [True, True]
+        assert len(_async_threads() - before) == 2
+    finally:
+        engine.close()
+
+
 def test_a_plan_without_async_actions_starts_no_thread():
     before = _async_threads()
     engine = RunEngine(bind_plan(to_plan(async_agents.SyncDurableAgent)), AgentOptions())
@@ -99,9 +126,7 @@ def test_an_async_def_durable_function_is_awaited_and_its_value_returned(action_
         "flink-agents-calls",
         "flink-agents-async",
     ]
-    assert LocalRunner(async_agents.SyncCallsAsyncFunction, options=options).run("k", "b") == [
-        "B"
-    ]
+    assert LocalRunner(async_agents.SyncCallsAsyncFunction, options=options).run("k", "b") == ["B"]
     runner.engine.close()
 
 

@@ -322,3 +322,61 @@ def test_a_bounded_drain_cancels_the_calls_still_running_and_records_none_of_the
 
 def _loop_threads() -> int:
     return sum(t.name == "flink-agents-calls" for t in threading.enumerate())
+
+
+class _Undigestible:
+    """An argument the action log cannot digest: no pickle, and a ``repr`` that raises."""
+
+    def __reduce__(self):
+        raise TypeError("not picklable")
+
+    def __repr__(self) -> str:
+        raise ValueError("no repr either")
+
+
+async def _one(_: object = None) -> int:
+    return 1
+
+
+def test_a_call_whose_arguments_cannot_be_digested_fails_its_future_and_the_loop_goes_on():
+    """As on an executor's thread (``CallSlot.start``): the digest's error fails the call's
+    future, which ends it (its place among ``max-in-flight`` is free) and records
+    nothing. Before, the loop's task died with it, the future stayed pending for ever and
+    its run stayed parked."""
+    journal = ActionJournal(InMemoryActionLog(), "job")
+    loop = CallLoop()
+    try:
+        recorder = _recorder(journal, "k")
+        slot = recorder.begin(_one, (_Undigestible(),), {})
+        future = loop.submit(_one, (_Undigestible(),), {}, slot, None, slot.function)
+        with pytest.raises(ValueError, match="no repr either"):
+            future.result(timeout=10)
+        assert future.ended
+        assert journal.log.calls(recorder.identity) == []
+        other = _recorder(journal, "other")
+        slot = other.begin(_one, (), {})
+        assert loop.submit(_one, (), {}, slot, None, slot.function).result(timeout=10) == 1
+    finally:
+        loop.close()
+
+
+def test_a_metric_that_fails_does_not_strand_the_calls_recorded_with_it(caplog):
+    """Calls recorded in one pass are settled one after another: a metrics failure on the
+    first must not leave the others' futures pending (their runs parked for ever)."""
+
+    class FailingMetrics(AgentMetrics):
+        def durable_call(self, name, ms, failed):
+            raise RuntimeError("metrics gone")
+
+    journal = ActionJournal(InMemoryActionLog(), "job")
+    loop = CallLoop()
+    metrics = FailingMetrics()
+    try:
+        futures = []
+        for n in range(5):
+            slot = _recorder(journal, f"k{n}").begin(_one, (), {})
+            futures.append(loop.submit(_one, (), {}, slot, metrics, slot.function))
+        assert [future.result(timeout=10) for future in futures] == [1] * 5
+    finally:
+        loop.close()
+    assert "counting durable call" in caplog.text and "metrics gone" in caplog.text

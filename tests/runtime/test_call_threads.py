@@ -4,7 +4,12 @@ import threading
 import time
 from concurrent.futures import Future
 
+import pytest
+
 from flink_agents.runtime._call_threads import CallThreads
+from flink_agents.runtime._context import _DurableCall
+from flink_agents.runtime.action_log import ActionIdentity, InMemoryActionLog
+from flink_agents.runtime.journal import ActionJournal, Lookup
 
 
 def test_stop_waits_for_running_calls_up_to_its_bound_and_cancels_queued_ones():
@@ -39,3 +44,31 @@ def test_stop_without_a_bound_waits_for_every_call():
     assert threads.stop() == 0
     assert all(call.done() and not call.cancelled() for call in calls)
     assert not any(t.name.startswith("flink-agents-test") for t in threading.enumerate())
+
+
+def test_a_logged_call_the_stopped_threads_never_ran_fails_its_future():
+    """A durable call queued behind a running one when the threads stop (``stop`` cancels
+    what is queued) never runs ``CallSlot.start``, which completes its future on every path
+    it runs: its future fails instead of staying pending for ever (its run parked, and its
+    place among ``max-in-flight`` taken)."""
+    threads = CallThreads(max_workers=1, thread_name_prefix="flink-agents-test")
+    journal = ActionJournal(InMemoryActionLog(), "job")
+    release = threading.Event()
+
+    def call(name: str) -> Future:
+        recorder = journal.recorder(
+            Lookup(ActionIdentity("job", name, 1, 0, "act"), None, None), look_up=False
+        )
+        awaiting = _DurableCall(
+            threads, release.wait, (30,), {}, recorder.begin(release.wait, (30,), {})
+        )
+        return next(awaiting.__await__())  # the future the engine waits for
+
+    running, queued = call("running"), call("queued")
+    assert threads.stop(timeout=0.2) == 1
+    with pytest.raises(RuntimeError, match="never run: its threads had stopped"):
+        queued.result(timeout=5)
+    assert queued.ended and not running.done()
+    release.set()
+    assert running.result(timeout=5) is True
+    journal.close()
