@@ -77,6 +77,11 @@ fi
 # scale, each against raw PyFlink on the same backend where it has one.
 if [[ "${SCALE:-0}" == "1" ]]; then
   step scale_keys.txt "$PY" -m bench.scale keys
+  # RocksDB and ForSt at a million keys once more with the managed memory (block cache and
+  # write buffers) of a TaskManager of Flink's default configuration (1,728 MiB a process:
+  # 512 MiB): the MiniCluster's 128 MiB holds raw's state but not the agent's.
+  step scale_keys_1m_512m.txt "$PY" -m bench.scale keys --keys 1000000 --backends rocksdb,forst \
+    --managed-memory 512m
   step scale_fields.txt "$PY" -m bench.scale fields
   step scale_checkpoints.txt "$PY" -m bench.scale_checkpoints
   step long_term_scale.txt "$PY" -m bench.long_term_scale

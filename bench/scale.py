@@ -58,8 +58,16 @@ GOAL = 0.7
 BACKENDS = {"heap": "hashmap", "rocksdb": "rocksdb", "forst": "forst"}
 
 
+MANAGED_MEMORY: str | None = None
+"""``--managed-memory``: the TaskManager's managed memory (RocksDB's and ForSt's block cache
+and write buffers), else the MiniCluster's default (128 MiB)."""
+
+
 def backend_config(backend: str) -> dict[str, str]:
-    return {"python.execution-mode": "thread", "state.backend.type": BACKENDS[backend]}
+    config = {"python.execution-mode": "thread", "state.backend.type": BACKENDS[backend]}
+    if MANAGED_MEMORY is not None:
+        config["taskmanager.memory.managed.size"] = MANAGED_MEMORY
+    return config
 
 
 def fields_records(env, records: int, keys: int, fields: int):
@@ -232,7 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--field-keys", type=int, default=1000)
     parser.add_argument("--touches", type=int, default=30, help="records a key after its fill")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--managed-memory",
+        help="taskmanager.memory.managed.size of every job (e.g. 512m); default: the "
+        "MiniCluster's 128 MiB, which a million keys of the agent's state outgrow on RocksDB",
+    )
     args = parser.parse_args(argv)
+    global MANAGED_MEMORY
+    MANAGED_MEMORY = args.managed_memory
     args.backends = args.backends.split(",")
     unknown = set(args.backends) - set(BACKENDS)
     if unknown:
@@ -240,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     enable_thread_mode()
     print("== scale: keys, memory per key, state backends ==")
     print(machine_summary(), flush=True)
+    print(f"managed memory: {args.managed_memory or 'the MiniCluster default'}", flush=True)
     for backend in args.backends:
         print(f"verify on {backend}:")
         verify(backend_config(backend))
