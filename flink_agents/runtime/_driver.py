@@ -141,6 +141,18 @@ class _Sightings:
         return len(self._newer) + len(self._older)
 
 
+def _other_timers(control: KeyControl) -> set[int]:
+    """The times of the key's timers that are not its parked run's polls: its scheduled
+    events', its waiting runs' (not yet queued) and its expiry check's."""
+    times = {entry.due_ms for entry in control.scheduled}
+    times.update(
+        entry.wake_ms for entry in control.waiting if not entry.queued and entry.wake_ms is not None
+    )
+    if control.cleanup_ms is not None:
+        times.add(control.cleanup_ms)
+    return times
+
+
 def _maps(state: KeyState) -> tuple[CachedState, CachedState]:
     """New write-back caches over the key's sensory and short-term memory maps."""
     put_all = getattr(state, "batch_puts", False)
@@ -487,7 +499,7 @@ class KeyDriver:
         ``key`` current."""
         if not self.parked.call_done(key):
             return iter(())
-        self.parked.cancel_timers(key, timers)
+        self.parked.cancel_timers(key, timers, keep=_other_timers(self._control(key, state)))
         return self._wake(key, state, timers, draining=False)
 
     # -- running ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -319,11 +319,13 @@ class ParkedRuns:
         elif key not in self._due:
             self.wake_at(key, timers.now_ms() + SAFETY_POLL_MS, timers)
 
-    def cancel_timers(self, key: Any, timers: Timers) -> None:
+    def cancel_timers(self, key: Any, timers: Timers, keep: Collection[int] = ()) -> None:
         """Cancel ``key``'s pending timers (its run resumes from another key's callback),
-        but a shared timer registered on it: another run may count on that one."""
+        but a shared timer registered on it (another run may count on that one) and those
+        at a time in ``keep``: a key has one timer a time (Flink's timers are unique by key
+        and time), which a scheduled event, a sleep or an expiry check of the key may need."""
         for due_ms in self._due.pop(key, None) or ():
-            if self._armed_on.get(due_ms) != key:
+            if self._armed_on.get(due_ms) != key and due_ms not in keep:
                 timers.cancel(due_ms)
 
     def _on_grid(self, due_ms: int) -> int:

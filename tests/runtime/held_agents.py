@@ -8,8 +8,9 @@ sees an event another test created or set, and no held call outlives its test.""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, action
+from flink_agents.api import Agent, Event, InputEvent, OutputEvent, action
 
 RELEASE: dict[str, threading.Event] = {}
 """The event that ends ``held(name)``, by name; created by whichever comes first, the call or
@@ -55,6 +56,29 @@ class HeldAgent(Agent):
     async def call(event: InputEvent, ctx) -> None:
         result = await ctx.durable_execute_async(held, event.input)
         ctx.send_event(OutputEvent(output=result))
+
+
+class Ping(Event):
+    """Scheduled by ``ScheduleOrHoldAgent``."""
+
+
+class ScheduleOrHoldAgent(Agent):
+    """An input ``"schedule"`` schedules a ``Ping`` one second ahead (its run ends at
+    once); any other awaits a held call, as ``HeldAgent``."""
+
+    @action(InputEvent)
+    @staticmethod
+    async def call(event: InputEvent, ctx) -> None:
+        if event.input == "schedule":
+            ctx.schedule(Ping(), delay=timedelta(seconds=1))
+            return
+        result = await ctx.durable_execute_async(held, event.input)
+        ctx.send_event(OutputEvent(output=result))
+
+    @action(Ping)
+    @staticmethod
+    def pinged(event: Ping, ctx) -> None:
+        ctx.send_event(OutputEvent(output="ping"))
 
 
 class RecordingTimers:

@@ -22,6 +22,7 @@ from tests.runtime.held_agents import (
     RELEASE,
     HeldAgent,
     RecordingTimers,
+    ScheduleOrHoldAgent,
     release_all,
     reset_release,
 )
@@ -178,6 +179,37 @@ def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
         assert list(driver.on_call_done("k", state, timers)) == ["G"]
         assert timers.cancelled == [SAFETY_MS] and timers.wakes == [5] and not driver.parked
         assert list(driver.on_call_done("k", state, timers)) == []  # nothing parked now
+    finally:
+        release_all()
+        driver.engine.close()
+
+
+def test_a_resumed_run_leaves_the_timer_its_key_has_at_the_same_time_for_another_purpose():
+    """A key has one timer a time (Flink's timers are unique by key and time): a parked
+    run's safety poll due when the key's scheduled event is stays registered when the run
+    resumes elsewhere, and the event fires on time. (Cancelling the poll cancelled the
+    event's timer too, and it fired only with the key's next callback.)"""
+    engine = RunEngine(
+        bind_plan(to_plan(ScheduleOrHoldAgent)),
+        AgentOptions(async_poll_interval_ms=5, async_poll_max_interval_ms=50),
+    )
+    driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
+    driver.parked.resume_elsewhere(lambda: None)
+    state, timers = LocalKeyState(), RecordingTimers()
+    RELEASE["g"] = threading.Event()
+    try:
+        assert list(driver.on_record("k", "schedule", state, timers)) == []
+        assert timers.wakes == [SAFETY_MS]  # the Ping's, one second ahead
+        list(driver.on_record("k", "g", state, timers))
+        assert timers.wakes == [SAFETY_MS, 5, SAFETY_MS]  # the run's shared and own polls
+        RELEASE["g"].set()
+        wait([driver.parked.get("k").future])
+        until(lambda: driver.parked.ready)
+        driver.parked.ready.popleft()
+        assert list(driver.on_call_done("k", state, timers)) == ["G"]
+        assert timers.cancelled == []  # its own poll is the Ping's timer too: kept
+        timers.now = SAFETY_MS
+        assert list(driver.on_timer("k", state, timers)) == ["ping"]
     finally:
         release_all()
         driver.engine.close()
