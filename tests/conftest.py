@@ -103,3 +103,25 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("shared-machine", deadline=None)
 settings.load_profile("shared-machine")
+
+
+# A hung test fails after pytest-timeout's ``timeout`` with every thread's stack and its
+# captured stdout and stderr, but not its captured log records. The bounds' stall report
+# (``ParkedRuns``: what a runner's thread has waited for, once a minute) is what says why
+# such a wait does not end, so it goes to stderr as well.
+import logging  # noqa: E402
+
+
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record comes (pytest's capture swaps it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+logging.getLogger("flink_agents.runtime._parking").addHandler(_CurrentStderr(logging.WARNING))
