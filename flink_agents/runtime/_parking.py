@@ -322,8 +322,8 @@ class ParkedRuns:
     def cancel_timers(self, key: Any, timers: Timers, keep: Collection[int] = ()) -> None:
         """Cancel ``key``'s pending timers (its run resumes from another key's callback),
         but a shared timer registered on it (another run may count on that one) and those
-        at a time in ``keep``: a key has one timer a time (Flink's timers are unique by key
-        and time), which a scheduled event, a sleep or an expiry check of the key may need."""
+        at a time in ``keep``: Flink keeps one timer per key and time, which a scheduled
+        event, a sleep or an expiry check of the key may need too."""
         for due_ms in self._due.pop(key, None) or ():
             if self._armed_on.get(due_ms) != key and due_ms not in keep:
                 timers.cancel(due_ms)

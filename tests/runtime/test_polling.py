@@ -185,9 +185,9 @@ def test_a_runner_resuming_elsewhere_is_told_which_finished_call_to_resume():
 
 
 def test_a_resumed_run_leaves_the_timer_its_key_has_at_the_same_time_for_another_purpose():
-    """A key has one timer a time (Flink's timers are unique by key and time): a parked
-    run's safety poll due when the key's scheduled event is stays registered when the run
-    resumes elsewhere, and the event fires on time. (Cancelling the poll cancelled the
+    """Flink keeps one timer per key and time: a parked run's safety poll due when the
+    key's scheduled event is stays registered when the run resumes elsewhere, and the
+    event fires on time. (Cancelling the poll cancelled the
     event's timer too, and it fired only with the key's next callback.)"""
     engine = RunEngine(
         bind_plan(to_plan(ScheduleOrHoldAgent)),
