@@ -51,6 +51,7 @@ from flink_agents.runtime._scheduling import (
     resume_waiting,
     signal_of,
     take_all_due,
+    timer_times,
     wake_input,
     woken_sequence,
 )
@@ -144,10 +145,7 @@ class _Sightings:
 def _other_timers(control: KeyControl) -> set[int]:
     """The times of the key's timers that are not its parked run's polls: its scheduled
     events', its waiting runs' (not yet queued) and its expiry check's."""
-    times = {entry.due_ms for entry in control.scheduled}
-    times.update(
-        entry.wake_ms for entry in control.waiting if not entry.queued and entry.wake_ms is not None
-    )
+    times = timer_times(control)
     if control.cleanup_ms is not None:
         times.add(control.cleanup_ms)
     return times

@@ -140,15 +140,28 @@ def resume_waiting(control: KeyControl, sequence: int) -> WaitingRun:
     raise LookupError(f"no waiting run of sequence {sequence}")
 
 
+def _wake_times(control: KeyControl) -> list[int]:
+    """When the key's waiting runs not yet queued wake (a wait without a timeout never)."""
+    return [
+        entry.wake_ms for entry in control.waiting if not entry.queued and entry.wake_ms is not None
+    ]
+
+
 def next_due_ms(control: KeyControl) -> int | None:
     """When the key's next scheduled event or waiting run not yet queued is due (a wait
     without a timeout is never due)."""
-    times = [
-        entry.wake_ms for entry in control.waiting if not entry.queued and entry.wake_ms is not None
-    ]
+    times = _wake_times(control)
     if control.scheduled:
         times.append(control.scheduled[0].due_ms)
     return min(times, default=None)
+
+
+def timer_times(control: KeyControl) -> set[int]:
+    """The times of the key's timers for its scheduled events and its waiting runs not yet
+    queued (one timer each)."""
+    times = {entry.due_ms for entry in control.scheduled}
+    times.update(_wake_times(control))
+    return times
 
 
 def signal_input(event: Event) -> tuple[str, int, dict[str, Any]]:
