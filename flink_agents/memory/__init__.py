@@ -9,7 +9,14 @@ from flink_agents.memory._flat import FlatMemory, ObjectMarker, StoredMemoryObje
 from flink_agents.memory._identity import IdMinter
 from flink_agents.memory._rebase import apply_rebased, rebase_points
 from flink_agents.memory._state import DictState, StateMap
-from flink_agents.memory._stored import StateFormatError, StoredState, from_stored, stored_form
+from flink_agents.memory._stored import (
+    RootEntry,
+    StateFormatError,
+    StoredState,
+    from_stored,
+    root_sequence,
+    stored_form,
+)
 from flink_agents.memory.budget import BudgetResult, TokenBudgetError, fit_to_budget
 
 __all__ = [
@@ -21,6 +28,7 @@ __all__ = [
     "IdMinter",
     "MemoryDelta",
     "ObjectMarker",
+    "RootEntry",
     "StateFormatError",
     "StateMap",
     "StoredMemoryObject",
@@ -31,6 +39,7 @@ __all__ = [
     "from_stored",
     "knowledge_document_id",
     "rebase_points",
+    "root_sequence",
     "stored_form",
     "to_dict",
 ]

@@ -21,6 +21,7 @@ from flink_agents.api import MemoryObject, MemoryRef, MemoryType
 from flink_agents.memory._buffer import MemoryDelta
 from flink_agents.memory._flat import ROOT, FlatMemory, ObjectMarker, StoredMemoryObject
 from flink_agents.memory._state import StateMap
+from flink_agents.memory._stored import RootEntry
 from flink_agents.memory._values import IMMUTABLE
 
 _MISSING = object()
@@ -157,6 +158,27 @@ class CachedState:
             cache[_COMPLETE] = cache[_EMPTY] = True
         else:
             self._cleared = True
+
+    def read_root(self) -> int | None:
+        """The run sequence kept with the root's marker in the base (a ``StoredState``:
+        ``get_root``), read from the base; the marker, read with it, is cached as ``get``
+        would cache it (unless this state has written or cleared the root since)."""
+        marker, sequence = self._base.get_root()  # type: ignore[attr-defined]
+        if not self._cleared and ROOT not in self._dirty:
+            self._cache[ROOT] = _MISSING if marker is None else marker
+        return sequence
+
+    def keep_with_root(self, sequence: int | None) -> None:
+        """Have the next ``flush`` write the root's entry with ``sequence`` in it (None: the
+        marker alone), whether its marker changed or not (a ``StoredState`` base:
+        ``RootEntry``). Without a root, one with no field is made to keep a sequence;
+        with none to keep, nothing is written."""
+        marker = self.get(ROOT)
+        if type(marker) is not ObjectMarker:
+            if sequence is None:
+                return
+            marker = self._cache[ROOT] = ObjectMarker()
+        self._dirty[ROOT] = RootEntry(marker, sequence)
 
     @property
     def memory_root(self) -> MemoryObject | None:

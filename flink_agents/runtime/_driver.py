@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from flink_agents.api import ActionExecutionError, EventScheduled, MemoryType
@@ -86,6 +86,10 @@ class KeyControl:
     cleanup_ms: int | None = None
     """With ``short-term-memory-ttl``: when the key's pending expiry check is due (its
     timer; at most one at a time)."""
+    apart: bool = field(default=False, compare=False, repr=False)
+    """Where the runner last kept this value, not a part of it: True, apart from the key's
+    memory (on Flink: the ``control`` ValueState); False, nowhere yet or with the
+    short-term memory's root (``KeyState.set_control``)."""
 
     @property
     def idle(self) -> bool:
@@ -167,10 +171,12 @@ def _make_maps(known: _KeyCache, state: KeyState) -> None:
 def _flush(
     control: KeyControl, state: KeyState, sensory: CachedState, short_term: CachedState
 ) -> None:
-    """Write what a callback changed to the key's state (``_drive``'s ``finally``)."""
+    """Write what a callback changed to the key's state (``_drive``'s ``finally``). The
+    control value first: the runner may keep it with the short-term memory's root, which
+    that map's flush then writes."""
     sensory.flush()
+    state.set_control(control, short_term)
     short_term.flush()
-    state.set_control(control)
 
 
 class KeyState(Protocol):
@@ -181,9 +187,15 @@ class KeyState(Protocol):
     sensory: StateMap
     short_term: StateMap
 
-    def control(self) -> KeyControl | None: ...
+    def control(self, short_term: CachedState) -> KeyControl | None:
+        """The key's control value (None: none), read from state; ``short_term``, the
+        key's short-term memory over ``self.short_term``, where the runner may keep it."""
+        ...
 
-    def set_control(self, control: KeyControl) -> None: ...
+    def set_control(self, control: KeyControl, short_term: CachedState) -> None:
+        """Keep ``control`` as the key's control value, in state or in ``short_term`` for
+        the flush that follows (Flink: an idle key's run sequence with its root's marker)."""
+        ...
 
     def push_pending(self, record: Any) -> None: ...
 
@@ -732,7 +744,13 @@ class KeyDriver:
             known = self._known(key)
         if known is not None and known.control is not None:
             return known.control
-        control = state.control() or KeyControl()
+        if known is None:
+            short_term = CachedState(state.short_term)
+        else:
+            if known.sensory is None:
+                _make_maps(known, state)
+            short_term = known.short_term
+        control = state.control(short_term) or KeyControl()
         if known is not None:
             known.control = control
         if control.cleanup_ms is not None and timers is not None:
@@ -746,8 +764,14 @@ class KeyDriver:
         return control
 
     def _set_control(self, key: Any, state: KeyState, control: KeyControl) -> None:
-        state.set_control(control)
+        """Write ``control`` outside a run's flush (between a callback's runs, the key's
+        maps have nothing else to write)."""
         known = self._keys.get(key)
+        short_term = None if known is None else known.short_term
+        if short_term is None:
+            short_term = CachedState(state.short_term)
+        state.set_control(control, short_term)
+        short_term.flush()
         if known is not None:
             known.control = control
 

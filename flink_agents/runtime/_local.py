@@ -34,7 +34,7 @@ from flink_agents.api import (
     ForgetKey,
 )
 from flink_agents.api.internal import KeySelector
-from flink_agents.memory import DictState, FlatMemory, to_dict
+from flink_agents.memory import CachedState, DictState, FlatMemory, to_dict
 from flink_agents.plan import AgentPlan, bind_plan, to_plan
 from flink_agents.runtime._driver import Emission, KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
@@ -106,11 +106,12 @@ class LocalKeyState:
         """Whether the key has a run in progress (parked, or waiting for a retry)."""
         return self.stored_control is not None and self.stored_control.run is not None
 
-    def control(self) -> KeyControl | None:
+    def control(self, short_term: CachedState) -> KeyControl | None:
         # A copy, as Flink state hands out: the driver must write back what it changes.
+        # (Kept apart from the memory here, whatever the key: ``short_term`` is not used.)
         return _copied(self.stored_control)
 
-    def set_control(self, control: KeyControl) -> None:
+    def set_control(self, control: KeyControl, short_term: CachedState) -> None:
         # A key forgotten (``ForgetKey``) with nothing queued keeps no control value, as on
         # Flink (``_FlinkKeyState.set_control``).
         self.stored_control = (

@@ -8,7 +8,9 @@ its module path, and every record carries its format and version (``docs/upgradi
 
 ``int``
     An idle key (no parked run, nothing queued): its run sequence alone. It is what most keys
-    hold between records, written once per record, so it stays the cheapest value to pickle.
+    hold between records, written once per record. Since 0.3.0 the Flink runner keeps it in
+    the key's short-term memory root entry instead of a value of its own (``(2, names,
+    sequence)``, ``_FlinkKeyState``); releases before wrote it here, and it is still read.
 ``("flink-agents/control", 2, {...})``
     A key with a parked run or queued inputs: ``sequence``, ``pending`` and ``run`` (None, or
     the run by field name: ``encode_run``).

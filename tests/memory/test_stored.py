@@ -21,7 +21,7 @@ from flink_agents.memory import (
     stored_form,
     to_dict,
 )
-from flink_agents.memory._stored import OBJECT_TAG, VALUE_TAG
+from flink_agents.memory._stored import OBJECT_TAG, VALUE_TAG, RootEntry, root_sequence
 from tests.memory.test_flat_memory_properties import (
     Model,
     check_map,
@@ -88,10 +88,68 @@ def test_markers_of_releases_up_to_0_2_0_read_back_as_they_are() -> None:
 
 
 def test_a_marker_of_a_later_format_is_refused() -> None:
-    with pytest.raises(StateFormatError, match=r"marker .* format version 2; .* reads up to 1"):
-        from_stored("", (2, ("name",)))
-    with pytest.raises(StateFormatError, match=r"format version 2"):
+    with pytest.raises(StateFormatError, match=r"marker .* format version 3; .* reads up to 2"):
+        from_stored("", (3, ("name",), 7))
+    with pytest.raises(StateFormatError, match=r"format version 3"):
+        root_sequence((3, ("name",), 7))
+    with pytest.raises(StateFormatError, match=r"format version 2; .* reads up to 1"):
         from_stored("profile", (OBJECT_TAG, 2, ("name",)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(markers, st.integers(min_value=1, max_value=2**40))
+def test_the_root_keeps_a_run_sequence_in_version_2(marker: ObjectMarker, sequence: int) -> None:
+    stored = stored_form("", RootEntry(marker, sequence))
+    assert stored == (2, marker.fields, sequence)
+    assert from_stored("", stored) == marker
+    assert root_sequence(stored) == sequence
+    # Without a sequence the root is its marker alone, as before.
+    assert stored_form("", RootEntry(marker, None)) == stored_form("", marker)
+    assert root_sequence(stored_form("", marker)) is None
+    assert root_sequence(None) is None
+    assert root_sequence(ObjectMarker(("name",))) is None  # 0.2.0's pickled marker
+
+
+def test_a_cached_state_reads_and_keeps_the_roots_sequence_with_one_entry() -> None:
+    base = DictState()
+    cached = CachedState(StoredState(base), put_all=True)
+    assert cached.read_root() is None
+    cached.keep_with_root(5)  # no root yet: an empty one keeps the sequence
+    cached.flush()
+    assert base.data == {"": (2, (), 5)}
+    # The memory's writes keep the sequence kept with them; the marker is what memory reads.
+    cached = CachedState(StoredState(base), put_all=True)
+    assert cached.read_root() == 5
+    FlatMemory(cached).root().set("count", 1)
+    cached.keep_with_root(6)
+    cached.flush()
+    assert base.data == {"": (2, ("count",), 6), "count": 1}
+    reread = CachedState(StoredState(base))
+    assert reread.read_root() == 6
+    assert to_dict(FlatMemory(reread).root()) == {"count": 1}
+    # None: the marker alone again; and nothing is written for a key without a root.
+    reread.keep_with_root(None)
+    reread.flush()
+    assert base.data == {"": (1, ("count",)), "count": 1}
+    empty = DictState()
+    nothing = CachedState(StoredState(empty))
+    nothing.keep_with_root(None)
+    nothing.flush()
+    assert empty.data == {}
+
+
+def test_the_root_read_with_its_sequence_is_cached_for_memory() -> None:
+    reads = []
+
+    class Counting(DictState):
+        def get(self, key: str) -> Any:
+            reads.append(key)
+            return super().get(key)
+
+    cached = CachedState(StoredState(Counting({"": (2, ("count",), 3), "count": 1})))
+    assert cached.read_root() == 3
+    assert FlatMemory(cached).root().get_field_names() == ["count"]
+    assert reads == [""]  # once: the marker came with the sequence
 
 
 @settings(max_examples=150, deadline=None)
@@ -101,9 +159,12 @@ def test_memory_through_stored_state_is_the_same_memory(raw_ops: list) -> None:
     after every operation, then read back by a new cache) against the model."""
     ops = resolve(raw_ops)
     stored, model = DictState(), Model()
-    for op in ops:
+    for sequence, op in enumerate(ops, 1):
         cached = CachedState(StoredState(stored), put_all=True)
+        # A run sequence kept with the root (as an idle key's on Flink) changes no memory.
+        assert cached.read_root() == (sequence - 1 or None)
         run_step(FlatMemory(cached).root(), model, op)
+        cached.keep_with_root(sequence)
         cached.flush()
         assert not any(type(value) is ObjectMarker for value in stored.data.values())
         check_map({key: from_stored(key, value) for key, value in stored.data.items()}, model)

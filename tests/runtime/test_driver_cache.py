@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flink_agents.api import Agent, Event, InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.memory import DictState
+from flink_agents.memory import CachedState, DictState
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
@@ -86,11 +86,11 @@ class CountingKeyState:
         self.control_reads = 0
         self.control_writes = 0
 
-    def control(self) -> KeyControl | None:
+    def control(self, short_term: CachedState) -> KeyControl | None:
         self.control_reads += 1
         return None if self.stored is None else KeyControl(*self.stored)
 
-    def set_control(self, control: KeyControl) -> None:
+    def set_control(self, control: KeyControl, short_term: CachedState) -> None:
         self.control_writes += 1
         self.stored = (control.sequence, control.run, control.pending)
 

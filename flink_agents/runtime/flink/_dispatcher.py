@@ -6,7 +6,9 @@ Keyed state, per key:
                                   ``FlatMemory`` code as the local runner, over MapState.
     ``control``                   ValueState: ``KeyControl`` (run sequence, the parked run,
                                   the count of queued inputs), read once per callback, in
-                                  the versioned format of ``runtime/_persisted.py``.
+                                  the versioned format of ``runtime/_persisted.py``. An
+                                  idle key's (its run sequence alone) is kept in
+                                  ``short_term``'s root entry instead: no entry of its own.
     ``pending_inputs``            ListState: inputs queued behind a parked run.
 
 Timers: a processing-time timer wakes a parked run (its poll, or a retry's backoff), and an
@@ -33,7 +35,7 @@ from pyflink.datastream import KeyedProcessFunction, OutputTag, RuntimeContext, 
 from pyflink.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 
 from flink_agents._shipping import ShippedByName, import_lock
-from flink_agents.memory import StoredState
+from flink_agents.memory import CachedState, StoredState
 from flink_agents.plan import bind_plan, plan_from_json
 from flink_agents.runtime._driver import KeyControl, KeyDriver
 from flink_agents.runtime._engine import RunEngine
@@ -149,7 +151,11 @@ class AgentDispatcher(ShippedByName, KeyedProcessFunction):
             # Where a thread started on demand costs the operator (see the method); a process
             # mode worker starts them as before, with its first calls.
             engine.start_async_threads()
-        self._state = _FlinkKeyState(runtime_context, batch_puts=self._mirror.thread_mode)
+        self._state = _FlinkKeyState(
+            runtime_context,
+            batch_puts=self._mirror.thread_mode,
+            expiring=options.short_term_memory_ttl is not None,
+        )
         self._timers = _FlinkTimers()
         self._keys = _KeySwitch.of(runtime_context)
         if self._keys is not None:
@@ -383,10 +389,22 @@ class _FlinkKeyState:
     """``KeyState`` over the operator's keyed state (scoped to the current key by Flink).
 
     ``batch_puts``: in thread mode a MapState's ``put_all`` is one call into the JVM for
-    several entries (each ``put`` is one); process mode's cannot take a dict."""
+    several entries (each ``put`` is one); process mode's cannot take a dict.
 
-    def __init__(self, runtime_context: RuntimeContext, batch_puts: bool = False) -> None:
+    A key's control value is kept in one of two places, never both: an idle key's (its run
+    sequence alone, ``encode_control``'s int) in the short-term map's root entry,
+    ``(2, names, sequence)`` (``memory/_stored.py``), rewritten with every run where the
+    ValueState used to be, so that most keys hold one entry fewer; any other in the
+    ``control`` ValueState, the root then holding its marker alone. Whoever writes one
+    place empties the other (``KeyControl.apart`` tells which was written last), so a read
+    may look in either first: ``expiring`` (a job with ``short-term-memory-ttl``, whose idle
+    keys keep their expiry times with the value) looks in the ValueState first."""
+
+    def __init__(
+        self, runtime_context: RuntimeContext, batch_puts: bool = False, expiring: bool = False
+    ) -> None:
         self.batch_puts = batch_puts
+        self.expiring = expiring
         pickled = Types.PICKLED_BYTE_ARRAY()
         # Memory as ``StoredState`` keeps it: objects' markers as plain data, versioned.
         self.sensory = StoredState(
@@ -400,15 +418,34 @@ class _FlinkKeyState:
             ListStateDescriptor("pending_inputs", pickled)
         )
 
-    def control(self) -> KeyControl | None:
-        return decode_control(self._control.value())
+    def control(self, short_term: CachedState) -> KeyControl | None:
+        if not self.expiring:
+            sequence = short_term.read_root()
+            if sequence is not None:
+                return KeyControl(sequence)
+        control = decode_control(self._control.value())
+        if control is not None:
+            control.apart = True
+            return control
+        if self.expiring:
+            sequence = short_term.read_root()
+            if sequence is not None:
+                return KeyControl(sequence)
+        return None
 
-    def set_control(self, control: KeyControl) -> None:
+    def set_control(self, control: KeyControl, short_term: CachedState) -> None:
         encoded = encode_control(control)
-        if encoded == 0:  # a key that never ran, or was forgotten: nothing to keep
-            self._control.clear()
-        else:
-            self._control.update(encoded)
+        if type(encoded) is int:  # an idle key: its run sequence with the root's marker
+            # (0: a key that never ran, or was forgotten: nothing to keep)
+            short_term.keep_with_root(encoded or None)
+            if control.apart:
+                self._control.clear()
+                control.apart = False
+            return
+        if not control.apart:  # the root must not keep a sequence that is no longer it
+            short_term.keep_with_root(None)
+            control.apart = True
+        self._control.update(encoded)
 
     def push_pending(self, record: Any) -> None:
         self._pending.add(record)

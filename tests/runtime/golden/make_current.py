@@ -159,15 +159,23 @@ def budget_verdict() -> Any:
     }
 
 
+ROOT_SEQUENCE = 1_234_567
+"""The run sequence of ``memory-0.3.0-root-sequence``."""
+
+
 def stored_memory() -> dict[str, Any]:
     """Memory's objects as Flink state holds them since 0.3.0 (``memory/_stored.py``), by
-    fixture name: the root's marker, another object's, and a user's tuple that begins with
-    one of the tags (kept apart from a marker)."""
-    from flink_agents.memory import stored_form
+    fixture name: the root's marker, the root's marker with an idle key's run sequence
+    (``ROOT_SEQUENCE``), another object's, and a user's tuple that begins with one of the
+    tags (kept apart from a marker)."""
+    from flink_agents.memory import RootEntry, stored_form
 
     fields = ("name", "address")
     return {
         "memory-0.3.0-root": stored_form("", ObjectMarker(fields)),
+        "memory-0.3.0-root-sequence": stored_form(
+            "", RootEntry(ObjectMarker(fields), ROOT_SEQUENCE)
+        ),
         "memory-0.3.0-object": stored_form("profile", ObjectMarker(fields)),
         "memory-0.3.0-tagged-value": stored_form("note", ("flink-agents/object", 1, fields)),
     }

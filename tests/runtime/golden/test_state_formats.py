@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 
 from flink_agents.api import EventScheduled, InputEvent
-from flink_agents.memory import ObjectMarker, from_stored, stored_form
+from flink_agents.memory import (
+    DictState,
+    ObjectMarker,
+    StoredState,
+    from_stored,
+    root_sequence,
+    stored_form,
+)
 from flink_agents.runtime._driver import KeyControl
 from flink_agents.runtime._erasure import forget_request_of
 from flink_agents.runtime._persisted import (
@@ -38,6 +45,7 @@ from flink_agents.runtime._scheduling import (
     woken_sequence,
 )
 from tests.runtime.golden.make_current import (
+    ROOT_SEQUENCE,
     expiring_control,
     expiring_idle_control,
     forget_request,
@@ -258,15 +266,29 @@ def test_memory_is_stored_as_plain_data_since_0_3_0() -> None:
     fields = ("name", "address")
     want = {
         ("memory-0.3.0-root", ""): ObjectMarker(fields),
+        ("memory-0.3.0-root-sequence", ""): ObjectMarker(fields),
         ("memory-0.3.0-object", "profile"): ObjectMarker(fields),
         ("memory-0.3.0-tagged-value", "note"): ("flink-agents/object", 1, fields),
     }
     for (name, key), value in want.items():
         stored = load(name)
         assert from_stored(key, stored) == value
-        assert stored_form(key, value) == stored
+        if name != "memory-0.3.0-root-sequence":
+            assert stored_form(key, value) == stored
         assert b"flink_agents" not in (HERE / f"{name}.pickle").read_bytes()
     assert stored_memory() == {name: load(name) for name, _ in want}
+
+
+def test_an_idle_keys_run_sequence_reads_back_from_its_root() -> None:
+    """Since 0.3.0 an idle key's run sequence is kept in its short-term memory's root
+    entry (``runtime/flink/_dispatcher.py``), not in a control value of its own."""
+    stored = load("memory-0.3.0-root-sequence")
+    assert root_sequence(stored) == ROOT_SEQUENCE
+    assert root_sequence(load("memory-0.3.0-root")) is None
+    assert StoredState(DictState({"": stored})).get_root() == (
+        ObjectMarker(("name", "address")),
+        ROOT_SEQUENCE,
+    )
 
 
 def test_what_is_stored_names_no_private_module_of_ours() -> None:
