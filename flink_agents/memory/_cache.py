@@ -164,7 +164,7 @@ class CachedState:
         ``get_root``), read from the base; the marker, read with it, is cached as ``get``
         would cache it (unless this state has written or cleared the root since)."""
         marker, sequence = self._base.get_root()  # type: ignore[attr-defined]
-        if not self._cleared and ROOT not in self._dirty:
+        if not (self._cleared or ROOT in self._dirty):
             self._cache[ROOT] = _MISSING if marker is None else marker
         return sequence
 
@@ -173,11 +173,13 @@ class CachedState:
         marker alone), whether its marker changed or not (a ``StoredState`` base:
         ``RootEntry``). Without a root, one with no field is made to keep a sequence;
         with none to keep, nothing is written."""
-        marker = self.get(ROOT)
+        marker = self._cache.get(ROOT)
         if type(marker) is not ObjectMarker:
-            if sequence is None:
-                return
-            marker = self._cache[ROOT] = ObjectMarker()
+            marker = self.get(ROOT)
+            if type(marker) is not ObjectMarker:
+                if sequence is None:
+                    return
+                marker = self._cache[ROOT] = ObjectMarker()
         self._dirty[ROOT] = RootEntry(marker, sequence)
 
     @property

@@ -61,16 +61,16 @@ class StateFormatError(FlinkAgentsError):
 def stored_form(key: str, value: Any) -> Any:
     """``value``, written at map key ``key``, as Flink state holds it."""
     kind = type(value)
-    if kind is RootEntry:
-        if value.sequence is None:
-            return (MARKER_VERSION, value.marker.fields)
-        return (ROOT_VERSION, value.marker.fields, value.sequence)
     if kind is ObjectMarker:
         if key == ROOT:
             return (MARKER_VERSION, value.fields)
         return (OBJECT_TAG, MARKER_VERSION, value.fields)
     if kind is tuple and value and type(value[0]) is str and value[0] in _TAGS:
         return (VALUE_TAG, value)
+    if kind is RootEntry:
+        if value.sequence is None:
+            return (MARKER_VERSION, value.marker.fields)
+        return (ROOT_VERSION, value.marker.fields, value.sequence)
     return value
 
 
@@ -136,6 +136,8 @@ class StoredState:
         """The root's marker (None: no root entry) and the run sequence kept with it (None:
         none), from one read of its entry."""
         stored = self._map.get(ROOT)
+        if type(stored) is tuple and stored[0] == ROOT_VERSION:  # (an idle key's, mostly)
+            return ObjectMarker(stored[1]), stored[2]
         if stored is None:
             return None, None
         return from_stored(ROOT, stored), root_sequence(stored)
