@@ -209,3 +209,33 @@ def test_a_root_of_a_later_format_is_refused() -> None:
     short_term.data[""] = (3, ("count",), 1, "more")
     with pytest.raises(StateFormatError, match="format version 3"):
         read(state)
+
+
+def test_the_driver_keeps_every_idle_key_in_its_root_through_evictions() -> None:
+    """The driver's own callbacks over the dispatcher's key state: five keys in turn
+    through a cache of two (most records read their key back), one of them restored from
+    an earlier release's format. Each key's counts go on; none keeps a control value."""
+    from flink_agents.plan import bind_plan, to_plan
+    from flink_agents.runtime._driver import KeyDriver
+    from flink_agents.runtime._engine import RunEngine
+    from flink_agents.runtime._options import AgentOptions
+    from tests.runtime.test_driver_cache import Clock, CounterAgent
+
+    engine = RunEngine(
+        bind_plan(to_plan(CounterAgent)), AgentOptions(state_cache_keys=2, action_log="none")
+    )
+    driver = KeyDriver(engine, errors="errors", snapshots="snapshots")
+    states = {key: key_state() for key in "abcde"}
+    _, old_short_term, old_control = states["e"]
+    old_short_term.data.update({"": (1, ("count", "sum")), "count": 7, "sum": 70})
+    old_control.stored = 7  # 0.2.0: an idle key's run sequence as an int of its own
+    outputs = []
+    for n in range(25):
+        key = "abcde"[n % 5]
+        outputs.extend(driver.on_record(key, 1, states[key][0], Clock()))
+    engine.close()
+    assert [output for output in outputs if output[0] == "e"][-1] == ("e", 12, 75)
+    for key, (_, short_term, control) in states.items():
+        runs = 12 if key == "e" else 5
+        assert short_term.data[""] == (2, ("count", "sum"), runs), key
+        assert control.stored is None, key
