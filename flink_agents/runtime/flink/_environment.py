@@ -412,7 +412,10 @@ def _import_path() -> list[str]:
     (an editable install maps its packages through a finder that a ``.pth`` file installs,
     which the embedded interpreter never runs)."""
     entries = [os.getcwd() if entry == "" else entry for entry in sys.path]
-    for name, module in list(sys.modules.items()):
+    # ``copy``, not ``list(...items())``: building the list allocates a tuple an entry, and
+    # a garbage collection there may run a finaliser that imports (an asyncio transport's
+    # did, in the test session), changing ``sys.modules`` while it is iterated.
+    for name, module in sys.modules.copy().items():
         if "." in name or name == "__main__":
             continue
         root = _module_root(name, getattr(module, "__file__", None))
