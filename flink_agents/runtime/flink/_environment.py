@@ -413,8 +413,8 @@ def _import_path() -> list[str]:
     which the embedded interpreter never runs)."""
     entries = [os.getcwd() if entry == "" else entry for entry in sys.path]
     # ``copy``, not ``list(...items())``: building the list allocates a tuple an entry, and
-    # a garbage collection there may run a finaliser that imports (an asyncio transport's
-    # did, in the test session), changing ``sys.modules`` while it is iterated.
+    # a garbage collection there runs Python code (finalisers, and through them other
+    # threads) that may import, changing ``sys.modules`` while it is iterated (seen once).
     for name, module in sys.modules.copy().items():
         if "." in name or name == "__main__":
             continue
