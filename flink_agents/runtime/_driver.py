@@ -168,6 +168,15 @@ def _make_maps(known: _KeyCache, state: KeyState) -> None:
     known.sensory, known.short_term = _maps(state)
 
 
+def _short_term(known: _KeyCache | None, state: KeyState) -> CachedState:
+    """The key's short-term map: its cache entry's (made if it has none), else a new one."""
+    if known is None:
+        return _maps(state)[1]
+    if known.sensory is None:
+        _make_maps(known, state)
+    return known.short_term
+
+
 def _flush(
     control: KeyControl, state: KeyState, sensory: CachedState, short_term: CachedState
 ) -> None:
@@ -744,13 +753,7 @@ class KeyDriver:
             known = self._known(key)
         if known is not None and known.control is not None:
             return known.control
-        if known is None:
-            short_term = CachedState(state.short_term)
-        else:
-            if known.sensory is None:
-                _make_maps(known, state)
-            short_term = known.short_term
-        control = state.control(short_term) or KeyControl()
+        control = state.control(_short_term(known, state)) or KeyControl()
         if known is not None:
             known.control = control
         if control.cleanup_ms is not None and timers is not None:
@@ -767,9 +770,7 @@ class KeyDriver:
         """Write ``control`` outside a run's flush (between a callback's runs, the key's
         maps have nothing else to write)."""
         known = self._keys.get(key)
-        short_term = None if known is None else known.short_term
-        if short_term is None:
-            short_term = CachedState(state.short_term)
+        short_term = _short_term(known, state)
         state.set_control(control, short_term)
         short_term.flush()
         if known is not None:

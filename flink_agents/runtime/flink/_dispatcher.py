@@ -419,19 +419,16 @@ class _FlinkKeyState:
         )
 
     def control(self, short_term: CachedState) -> KeyControl | None:
-        if not self.expiring:
-            sequence = short_term.read_root()
-            if sequence is not None:
-                return KeyControl(sequence)
+        if self.expiring:
+            return self._apart() or _with_root(short_term)
+        return _with_root(short_term) or self._apart()
+
+    def _apart(self) -> KeyControl | None:
+        """The key's control value in the ``control`` ValueState, if it has one there."""
         control = decode_control(self._control.value())
         if control is not None:
             control.apart = True
-            return control
-        if self.expiring:
-            sequence = short_term.read_root()
-            if sequence is not None:
-                return KeyControl(sequence)
-        return None
+        return control
 
     def set_control(self, control: KeyControl, short_term: CachedState) -> None:
         encoded = encode_control(control)
@@ -457,6 +454,12 @@ class _FlinkKeyState:
         else:
             self._pending.clear()
         return first
+
+
+def _with_root(short_term: CachedState) -> KeyControl | None:
+    """An idle key's control value, kept with its short-term memory's root, if it is."""
+    sequence = short_term.read_root()
+    return None if sequence is None else KeyControl(sequence)
 
 
 class _FlinkTimers:
