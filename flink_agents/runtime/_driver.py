@@ -273,7 +273,8 @@ class KeyDriver:
         found by scanning their empty slots, which made each eviction cost microseconds
         when every key of many misses the cache (issue 45).
         Only this driver writes its keys' state (a new attempt or a restore builds a new
-        driver), so what it last wrote or read is what the state holds."""
+        driver), so what it last wrote or read is what the state holds; a runner that
+        drops a key's state objects says so (``state_dropped``)."""
         self._keys_limit = self.options.state_cache_keys
         self._sightings = _Sightings(self._keys_limit // 4)
         """Keys seen lately that a full cache did not take (``_admit``)."""
@@ -304,6 +305,13 @@ class KeyDriver:
         """Whether a new run may start through ``_run_plain``: neither the event log nor
         tracing (they time each action) nor memory snapshots (emitted per run) are on, nor
         does the action log record every action (``step`` makes the records)."""
+
+    def state_dropped(self, key: Any) -> None:
+        """The runner dropped ``key``'s state, nothing in it (a forgotten key, in the local
+        runner, which keeps a state object a key): what this driver cached of the key
+        went with it, its maps over the dropped object's. (On Flink, a key's state is read
+        through the operator's handles, the same for every key: nothing to drop.)"""
+        self._keys.pop(key, None)
 
     # -- callbacks -------------------------------------------------------------------------
 

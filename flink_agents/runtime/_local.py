@@ -504,6 +504,7 @@ class LocalRunner:
                 order.close(origins.popleft())
             if state.stored_control is None and state.empty:
                 del self._states[key]  # forgotten (``ForgetKey``): nothing of it is kept
+                self.driver.state_dropped(key)
             else:
                 self._watch(key)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,19 @@ def test_forget_requests_come_on_the_signal_stream_too(tmp_path):
 def test_a_request_id_is_text(request_id):
     with pytest.raises(TypeError, match="request_id"):
         ForgetKey("alice", request_id=request_id)
+
+
+def test_a_forgotten_key_called_back_before_its_next_record_keeps_that_records_memory(tmp_path):
+    """A timer of the key set before its erasure (its async action's polls) fires after it,
+    before the key's next record: that record's memory is still the key's, not written
+    over the state the runner dropped (which the driver's cache entry for the callback
+    held, until ``state_dropped``). Timing-dependent in the parity scenario; here not."""
+    runner_options = AgentOptions(**options(tmp_path))
+    runner = LocalRunner(Remembers, options=runner_options, journal=local_journal(runner_options))
+    runner.run("alice", {"user": "alice", "text": SECRET})
+    runner.forget("alice")
+    assert runner.advance_time(timedelta(seconds=10)) == []
+    assert "alice" not in runner.keys
+    assert runner.run("alice", {"user": "alice", "text": "again"})[0]["count"] == 1
+    runner.engine.close()
+    assert runner.short_term_memory("alice") == {"count": 1, "notes": {"last": "again"}}
