@@ -442,11 +442,13 @@ class LocalRunner:
 
     def short_term_memory(self, key: Any) -> dict[str, Any]:
         """A nested-dict snapshot of ``key``'s short-term memory."""
-        return to_dict(FlatMemory(self._state(key).short_term).root())
+        state = self._states.get(key)
+        return {} if state is None else to_dict(FlatMemory(state.short_term).root())
 
     def sensory_memory(self, key: Any) -> dict[str, Any]:
         """A snapshot of ``key``'s sensory memory (empty between runs)."""
-        return to_dict(FlatMemory(self._state(key).sensory).root())
+        state = self._states.get(key)
+        return {} if state is None else to_dict(FlatMemory(state.sensory).root())
 
     # -- the clock and the driver's callbacks ----------------------------------------------
 

@@ -274,7 +274,8 @@ def test_keys_do_not_see_each_others_short_term_memory():
     assert runner.run("a", 3) == [2]
     assert runner.short_term_memory("a") == {"count": 2, "inputs": [1, 3]}
     assert runner.short_term_memory("b") == {"count": 1, "inputs": [2]}
-    assert runner.short_term_memory("unseen") == {}
+    assert runner.short_term_memory("unseen") == runner.sensory_memory("unseen") == {}
+    assert runner.keys == ["a", "b"]  # (reading a key's memory keeps nothing of it)
 
 
 @given(st.lists(st.sampled_from("abc"), max_size=20))
