@@ -17,6 +17,9 @@ and writes two. The fill is timed alone (a job of one record a key) and taken of
 figure is the cost of a record that touches a few fields: it should not grow with the size
 of the memory.
 
+``caches``: ``CounterAgent`` without a log at each ``--caches`` size of ``state-cache-keys``
+against ``RawCounter``, by CPU (records in round robin: the per-key cache's worst case).
+
 Every job is a fresh MiniCluster job, in thread mode (our default), at parallelism 1; each
 figure is the median of ``--repeat`` rounds. ``--backends`` picks from heap (``hashmap``),
 rocksdb and forst (each with Flink's defaults: RocksDB's local directory under the
@@ -25,6 +28,7 @@ correctness check of ``state_throughput`` (both jobs' outputs and final values).
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.scale keys [--keys 100,10000,1000000]
     PYTHONPATH=$PWD .venv/bin/python -m bench.scale fields [--fields 10,100,1000]
+    PYTHONPATH=$PWD .venv/bin/python -m bench.scale caches --keys 10000 [--caches 0,4096,20000]
 """
 
 from __future__ import annotations
@@ -164,6 +168,39 @@ HEADERS_KEYS = [
 ]
 
 
+def cache_sizes(args: argparse.Namespace) -> None:
+    """The memory agent (no log) at each ``--caches`` size of ``state-cache-keys``, against
+    raw, at each ``--keys`` and backend: what the per-key cache saves where its keys come
+    round in turn (the cache's worst case) and where they all fit."""
+    rows = []
+    for keys in args.keys:
+        records = max(args.min_records, 3 * keys)
+        for backend in args.backends:
+            print(f"-- {keys:,} keys, {records:,} records, {backend}", flush=True)
+            jobs = {
+                "empty": lambda env, n=records: discard(sequence(env, n)),
+                "raw": _job(raw_counter_stream, records, keys),
+            }
+            for size in args.caches:
+                jobs[f"cache {size}"] = _job(
+                    counter_agent_stream, records, keys, action_log="none", state_cache_keys=size
+                )
+            rounds = timed_rounds(jobs, args.repeat, backend_config(backend))
+            runs = {name: median_run(timings) for name, timings in rounds.items()}
+            cpu = {name: _cpu(run) - _cpu(runs["empty"]) for name, run in runs.items()}
+            for size in args.caches:
+                agent = cpu[f"cache {size}"]
+                rows.append(
+                    (f"{keys:,}", backend, f"{size:,}", cpu["raw"] / agent, agent / records * 1e6)
+                )
+            print(table(HEADERS_CACHES, rows[-len(args.caches) :]), flush=True)
+    print()
+    print(table(HEADERS_CACHES, rows))
+
+
+HEADERS_CACHES = ["keys", "backend", "state-cache-keys", "by CPU: agent / raw", "agent CPU us/rec"]
+
+
 def fields_curve(args: argparse.Namespace) -> None:
     keys, touches = args.field_keys, args.touches
     records = keys * (1 + touches)
@@ -229,7 +266,7 @@ def _ints(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["keys", "fields", "all"])
+    parser.add_argument("what", choices=["keys", "fields", "caches", "all"])
     parser.add_argument("--backends", default="heap,rocksdb,forst")
     parser.add_argument("--keys", type=_ints, default=[100, 10_000, 1_000_000])
     parser.add_argument("--min-records", type=int, default=300_000)
@@ -240,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--field-keys", type=int, default=1000)
     parser.add_argument("--touches", type=int, default=30, help="records a key after its fill")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--caches", type=_ints, default=[0, 4096, 20_000], help="caches: state-cache-keys sizes"
+    )
     parser.add_argument(
         "--managed-memory",
         help="taskmanager.memory.managed.size of every job (e.g. 512m); default: the "
@@ -263,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         keys_curve(args)
     if args.what in ("fields", "all"):
         fields_curve(args)
+    if args.what == "caches":
+        cache_sizes(args)
     return 0
 
 
