@@ -84,6 +84,10 @@ if [[ "${SCALE:-0}" == "1" ]]; then
     --managed-memory 512m
   step scale_fields.txt "$PY" -m bench.scale fields
   step scale_checkpoints.txt "$PY" -m bench.scale_checkpoints
+  # Peak RSS again on RocksDB and ForSt with a fixed JVM heap, as a TaskManager has (-Xms =
+  # -Xmx): left to itself the local JVM sizes its heap as its collector sees fit.
+  step scale_checkpoints_fixed_heap.txt "$PY" -m bench.scale_checkpoints --backends rocksdb,forst \
+    --jvm-heap 1g
   step long_term_scale.txt "$PY" -m bench.long_term_scale
   step soak_failures.txt "$PY" -m bench.soak --minutes "${SOAK_MINUTES:-120}" --fail-every 15
 fi

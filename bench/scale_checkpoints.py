@@ -28,9 +28,12 @@ With ``--fields N`` each key's memory is a tree of ``N`` leaves instead
 record reads one leaf and writes two), which shows how the agent's fixed state per key (its
 control value, its objects' markers) weighs against a larger memory.
 
-Thread mode, parallelism 1.
+Thread mode, parallelism 1. ``--jvm-heap 1g`` gives every job's JVM a fixed heap, as a
+TaskManager has: left to itself, a local MiniCluster's JVM grows its heap as its
+collector sees fit (up to a quarter of the machine's memory), and each job's peak RSS
+moves with that.
 
-    PYTHONPATH=$PWD .venv/bin/python -m bench.scale_checkpoints [--keys 1000000]
+    PYTHONPATH=$PWD .venv/bin/python -m bench.scale_checkpoints [--keys 1000000] [--jvm-heap 1g]
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -300,13 +304,22 @@ def main(argv: list[str] | None = None) -> int:
         "(scale_agents.FieldsAgent and RawFields)",
     )
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument(
+        "--jvm-heap",
+        help="a fixed JVM heap for every job (e.g. 1g: -Xms and -Xmx, as a TaskManager has "
+        "from Flink's memory model); default: the JVM's own sizing",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(json.loads(args.child))
+    if args.jvm_heap:  # read by PyFlink's gateway launcher in each child
+        heap = f"-Xms{args.jvm_heap} -Xmx{args.jvm_heap}"
+        os.environ["JVM_ARGS"] = f"{os.environ.get('JVM_ARGS', '')} {heap}".strip()
     backends = args.backends.split(",")
     print("== scale: checkpoints, restore and memory at many keys ==")
     print(machine_summary())
+    print(f"JVM heap: {args.jvm_heap or 'the JVM default'}")
     memory = f"a tree of {args.fields} leaves" if args.fields else "the counter's two fields"
     print(
         f"keys={args.keys:,} (one record a key to fill, one more after the restore), "
