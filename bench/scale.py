@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from pyflink.common import Types
 
@@ -107,46 +107,60 @@ def _cpu(timing: Timing) -> float:
     return timing.py_cpu + timing.jvm_cpu
 
 
-def keys_curve(args: argparse.Namespace) -> None:
-    rows = []
+def _cases(args: argparse.Namespace) -> Iterator[tuple[int, int, str]]:
+    """``(keys, records, backend)`` for each ``--keys`` and backend, announced as it starts."""
     for keys in args.keys:
         records = max(args.min_records, 3 * keys)
         for backend in args.backends:
             print(f"-- {keys:,} keys, {records:,} records, {backend}", flush=True)
-            jobs = {
-                "empty": lambda env, n=records: discard(sequence(env, n)),
-                "raw": _job(raw_counter_stream, records, keys),
-                "no log": _job(counter_agent_stream, records, keys, action_log="none"),
-            }
-            if not args.no_default_log:
-                jobs["default log"] = _job(counter_agent_stream, records, keys)
-            rounds = timed_rounds(jobs, args.repeat, backend_config(backend))
-            runs = {name: median_run(timings) for name, timings in rounds.items()}
-            empty = runs["empty"]
-            net = {name: runs[name].wall - empty.wall for name in jobs if name != "empty"}
-            cpu = {name: _cpu(runs[name]) - _cpu(empty) for name in net}
-            net.setdefault("default log", float("nan"))
-            cpu.setdefault("default log", float("nan"))
-            no_log, default = net["raw"] / net["no log"], net["raw"] / net["default log"]
-            rows.append(
-                (
-                    f"{keys:,}",
-                    backend,
-                    f"{records:,}",
-                    records / net["raw"],
-                    records / net["no log"],
-                    records / net["default log"],
-                    no_log,
-                    default,
-                    cpu["raw"] / cpu["no log"],
-                    cpu["raw"] / cpu["default log"],
-                    cpu["no log"] / records * 1e6,
-                )
+            yield keys, records, backend
+
+
+def _baseline_jobs(records: int, keys: int) -> dict[str, Callable]:
+    """The empty job (the source into a discarding sink: its time is taken off the
+    others') and raw's."""
+    return {
+        "empty": lambda env: discard(sequence(env, records)),
+        "raw": _job(raw_counter_stream, records, keys),
+    }
+
+
+def keys_curve(args: argparse.Namespace) -> None:
+    rows = []
+    for keys, records, backend in _cases(args):
+        jobs = {
+            **_baseline_jobs(records, keys),
+            "no log": _job(counter_agent_stream, records, keys, action_log="none"),
+        }
+        if not args.no_default_log:
+            jobs["default log"] = _job(counter_agent_stream, records, keys)
+        rounds = timed_rounds(jobs, args.repeat, backend_config(backend))
+        runs = {name: median_run(timings) for name, timings in rounds.items()}
+        empty = runs["empty"]
+        net = {name: runs[name].wall - empty.wall for name in jobs if name != "empty"}
+        cpu = {name: _cpu(runs[name]) - _cpu(empty) for name in net}
+        net.setdefault("default log", float("nan"))
+        cpu.setdefault("default log", float("nan"))
+        no_log, default = net["raw"] / net["no log"], net["raw"] / net["default log"]
+        rows.append(
+            (
+                f"{keys:,}",
+                backend,
+                f"{records:,}",
+                records / net["raw"],
+                records / net["no log"],
+                records / net["default log"],
+                no_log,
+                default,
+                cpu["raw"] / cpu["no log"],
+                cpu["raw"] / cpu["default log"],
+                cpu["no log"] / records * 1e6,
             )
-            detail = f"{keys:,} keys, {records:,} records, {backend}, median of {args.repeat}"
-            record_figure(f"scale.keys.{backend}.{keys}.no_log_over_raw", no_log, detail)
-            record_figure(f"scale.keys.{backend}.{keys}.default_log_over_raw", default, detail)
-            print(table(HEADERS_KEYS, rows[-1:]), flush=True)
+        )
+        detail = f"{keys:,} keys, {records:,} records, {backend}, median of {args.repeat}"
+        record_figure(f"scale.keys.{backend}.{keys}.no_log_over_raw", no_log, detail)
+        record_figure(f"scale.keys.{backend}.{keys}.default_log_over_raw", default, detail)
+        print(table(HEADERS_KEYS, rows[-1:]), flush=True)
     print()
     print(table(HEADERS_KEYS, rows))
     met = all(row[6] >= GOAL and row[7] >= GOAL for row in rows)
@@ -173,27 +187,21 @@ def cache_sizes(args: argparse.Namespace) -> None:
     raw, at each ``--keys`` and backend: what the per-key cache saves where its keys come
     round in turn (the cache's worst case) and where they all fit."""
     rows = []
-    for keys in args.keys:
-        records = max(args.min_records, 3 * keys)
-        for backend in args.backends:
-            print(f"-- {keys:,} keys, {records:,} records, {backend}", flush=True)
-            jobs = {
-                "empty": lambda env, n=records: discard(sequence(env, n)),
-                "raw": _job(raw_counter_stream, records, keys),
-            }
-            for size in args.caches:
-                jobs[f"cache {size}"] = _job(
-                    counter_agent_stream, records, keys, action_log="none", state_cache_keys=size
-                )
-            rounds = timed_rounds(jobs, args.repeat, backend_config(backend))
-            runs = {name: median_run(timings) for name, timings in rounds.items()}
-            cpu = {name: _cpu(run) - _cpu(runs["empty"]) for name, run in runs.items()}
-            for size in args.caches:
-                agent = cpu[f"cache {size}"]
-                rows.append(
-                    (f"{keys:,}", backend, f"{size:,}", cpu["raw"] / agent, agent / records * 1e6)
-                )
-            print(table(HEADERS_CACHES, rows[-len(args.caches) :]), flush=True)
+    for keys, records, backend in _cases(args):
+        jobs = _baseline_jobs(records, keys)
+        for size in args.caches:
+            jobs[f"cache {size}"] = _job(
+                counter_agent_stream, records, keys, action_log="none", state_cache_keys=size
+            )
+        rounds = timed_rounds(jobs, args.repeat, backend_config(backend))
+        runs = {name: median_run(timings) for name, timings in rounds.items()}
+        cpu = {name: _cpu(run) - _cpu(runs["empty"]) for name, run in runs.items()}
+        for size in args.caches:
+            agent = cpu[f"cache {size}"]
+            rows.append(
+                (f"{keys:,}", backend, f"{size:,}", cpu["raw"] / agent, agent / records * 1e6)
+            )
+        print(table(HEADERS_CACHES, rows[-len(args.caches) :]), flush=True)
     print()
     print(table(HEADERS_CACHES, rows))
 
