@@ -850,15 +850,20 @@ class KeyDriver:
     ) -> None:
         """Erase ``key`` (its ``ForgetKey``'s turn came: no run of it is in progress, the
         inputs queued behind the request stay): its memory, scheduled events and waiting
-        runs with their timers, then what it left outside Flink state (``RunEngine.forget``);
-        the event log confirms it without naming the key. Its control value starts afresh
-        (run sequence 0, removed from state with nothing queued: ``KeyState.set_control``)."""
-        for entry in control.scheduled:
-            timers.cancel(entry.due_ms)
+        runs, its timers (its runs' polls' too: each timer holds the key), then what it left
+        outside Flink state (``RunEngine.forget``); the event log confirms it without naming
+        the key. Its control value starts afresh (run sequence 0, removed from state with
+        nothing queued: ``KeyState.set_control``)."""
+        due = self.parked.forget_key(key)  # (a set: Flink keeps one timer per key and time)
+        due.update(entry.due_ms for entry in control.scheduled)
         for entry in control.waiting:
             self._sleeping_since.pop((key, entry.run.sequence), None)
             if entry.wake_ms is not None and not entry.queued:
-                timers.cancel(entry.wake_ms)
+                due.add(entry.wake_ms)
+        if control.cleanup_ms is not None:
+            due.add(control.cleanup_ms)
+        for due_ms in due:
+            timers.cancel(due_ms)
         removed = {
             "scheduled_events": len(control.scheduled),
             "waiting_runs": len(control.waiting),
@@ -868,8 +873,6 @@ class KeyDriver:
         control.sequence = 0
         control.scheduled = control.waiting = ()
         control.forgets = max(0, control.forgets - 1)
-        if control.cleanup_ms is not None:
-            timers.cancel(control.cleanup_ms)
         control.active_ms = control.cleanup_ms = None
         if not control.pending:
             timers.cancel_end()

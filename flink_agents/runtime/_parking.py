@@ -328,6 +328,21 @@ class ParkedRuns:
             if self._armed_on.get(due_ms) != key and due_ms not in keep:
                 timers.cancel(due_ms)
 
+    def forget_key(self, key: Any) -> set[int]:
+        """``key`` is erased (``ForgetKey``; no run of it is parked): forget the timers its
+        runs' polls left on it, shared ones registered on it too, and return their due
+        times, for the driver to cancel (each timer holds the key in Flink state). The
+        shared checks a cancelled timer was for are armed again by the next run that parks
+        or the next timer that fires: each parked run's own, ``SAFETY_POLL_MS`` at the
+        latest."""
+        due = set(self._due.pop(key, None) or ())
+        for due_ms, armed_on in list(self._armed_on.items()):
+            if armed_on == key:
+                del self._armed_on[due_ms]
+                self._armed.remove(due_ms)
+                due.add(due_ms)
+        return due
+
     def _on_grid(self, due_ms: int) -> int:
         """``due_ms`` rounded up to a multiple of ``async-poll-interval-ms`` (``wake_at``)."""
         grid = self._options.async_poll_interval_ms

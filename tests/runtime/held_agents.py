@@ -85,14 +85,15 @@ class RecordingTimers:
     """One key's timers: what was registered, on a clock the test moves.
 
     ``wakes`` is what a test may consume (pop) as it fires them; ``history`` keeps every
-    wake-up asked for; ``ends`` counts end-of-input timers; ``cancelled`` lists the wake-ups
-    cancelled (and taken out of ``wakes``)."""
+    wake-up asked for; ``ends`` counts end-of-input timers and ``ends_cancelled`` their
+    cancellations; ``cancelled`` lists the wake-ups cancelled (and taken out of ``wakes``)."""
 
     def __init__(self, now: int = 0) -> None:
         self.now = now
         self.wakes: list[int] = []
         self.history: list[int] = []
         self.ends = 0
+        self.ends_cancelled = 0
         self.cancelled: list[int] = []
 
     def now_ms(self) -> int:
@@ -108,3 +109,6 @@ class RecordingTimers:
     def cancel(self, due_ms: int) -> None:
         self.wakes.remove(due_ms)
         self.cancelled.append(due_ms)
+
+    def cancel_end(self) -> None:
+        self.ends_cancelled += 1

@@ -12,9 +12,11 @@ from concurrent.futures import wait
 
 import pytest
 
+from flink_agents.api import ForgetKey
 from flink_agents.plan import bind_plan, to_plan
 from flink_agents.runtime._driver import KeyDriver
 from flink_agents.runtime._engine import RunEngine
+from flink_agents.runtime._erasure import forget_input
 from flink_agents.runtime._local import LocalKeyState
 from flink_agents.runtime._options import AgentOptions
 from flink_agents.runtime._parking import SAFETY_POLL_MS
@@ -316,3 +318,40 @@ def test_ready_runs_left_for_later_get_a_timer_within_the_poll_interval(elsewher
     later.now = 16
     elsewhere.parked.wake_soon("z", later)
     assert later.wakes == [25]  # 21 on the grid: no shared timer comes by then
+
+
+def test_a_forgotten_key_keeps_no_timer_its_runs_polls_left(elsewhere):
+    """A run resumed by the shared timer on its own key leaves its safety timer (it fires
+    within a second and finds nothing); once the key is erased (``ForgetKey``) no timer of
+    it is left: each holds the key in Flink state. (A savepoint taken within that second
+    held the forgotten key, in the timer.)"""
+    timers = park_all(elsewhere, "a")["a"]
+    RELEASE["a"].set()
+    wait([elsewhere.parked.get("a").future])
+    timers.now = timers.wakes.pop(0)  # the shared timer at 5, on "a"
+    assert list(elsewhere.on_timer("a", LocalKeyState(), timers)) == ["A"]
+    assert timers.wakes == [SAFETY_MS]
+    state = LocalKeyState()
+    assert list(elsewhere.on_record("a", forget_input(ForgetKey("a")), state, timers)) == []
+    assert timers.wakes == [] and timers.ends_cancelled == 1
+
+
+def test_a_forgotten_key_gives_up_the_shared_timer_it_carries(elsewhere):
+    """The shared timer on the erased key is cancelled too; the next check of another key's
+    run is armed again when that run's own timer fires (``SAFETY_POLL_MS`` at the latest),
+    on its key."""
+    timers = park_all(elsewhere, "ab")
+    RELEASE["a"].set()
+    wait([elsewhere.parked.get("a").future])
+    until(lambda: elsewhere.parked.ready)
+    assert list(elsewhere.on_call_done("a", LocalKeyState(), timers["a"])) == ["A"]
+    assert timers["a"].wakes == [5]  # the shared timer, which "b" counts on
+    erased = elsewhere.on_record("a", forget_input(ForgetKey("a")), LocalKeyState(), timers["a"])
+    assert list(erased) == []
+    assert timers["a"].wakes == [] and timers["b"].wakes == [SAFETY_MS]
+    assert elsewhere.parked.next_checks() == [(5, "b")]
+    fired = timers["b"]
+    fired.now = fired.wakes.pop(0)
+    assert list(elsewhere.on_timer("b", LocalKeyState(), fired)) == []  # "b" still runs
+    assert sorted(fired.wakes) == [SAFETY_MS + 10, 2 * SAFETY_MS]
+    assert elsewhere.parked.next_checks() == [(SAFETY_MS + 10, "b")]
