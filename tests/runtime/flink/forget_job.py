@@ -5,14 +5,15 @@
 directory (``{"forget": KEY}`` lines become ``ForgetKey`` records) and commits its outputs
 on checkpoints. Three steps:
 
-1. Two keys' ``records`` leave something everywhere (memory, the action log, long-term
+1. The ``records`` (two keys') leave something everywhere (memory, the action log, long-term
    memory, knowledge, a scheduled follow-up, a run waiting for a signal, event-log lines);
    their outputs are committed, so a checkpoint holds it all.
-2. The ``forget`` request for one key comes with a record of the other key that fails the
-   job (``crash``), at once: Flink restores a checkpoint, most likely one taken before the
-   erasure, and the erasure runs again with the input replayed. Once the failed record's
-   output is committed, a checkpoint after the erasure holds the state.
-3. The job is stopped with a savepoint, which the test searches with the rest.
+2. The ``then`` records follow in one file, with a forget request among them: in the
+   erasure test, the request for one key and a record of the other key that fails the job
+   (``crash``), at once: Flink restores a checkpoint, most likely one taken before the
+   erasure, and the erasure runs again with the input replayed. Once the output of the
+   last of them is committed, a checkpoint after the erasure holds the state.
+3. The job is stopped with a savepoint at once, which the test searches with the rest.
 
 The last line of stdout is ``RESULT {"savepoint"}``: the savepoint's path.
 """
@@ -56,8 +57,8 @@ def main(argv: list[str]) -> None:
     drop(spec, "records.jsonl", spec["records"])
     wanted = {r["id"] for r in spec["records"] if not r.get("ask")}
     until(lambda: wanted <= committed(spec), "the records' outputs", ended)
-    drop(spec, "forget.jsonl", [spec["forget"], spec["crash"]])
-    until(lambda: spec["crash"]["id"] in committed(spec), "the failed record's output", ended)
+    drop(spec, "forget.jsonl", spec["then"])
+    until(lambda: spec["then"][-1]["id"] in committed(spec), "the last record's output", ended)
     savepoint = stop_with_savepoint(client, spec["savepoint_dir"])
     ended.result()
     print("RESULT " + json.dumps({"savepoint": savepoint}), flush=True)
