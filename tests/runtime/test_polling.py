@@ -331,8 +331,8 @@ def test_a_forgotten_key_keeps_no_timer_its_runs_polls_left(elsewhere):
     timers.now = timers.wakes.pop(0)  # the shared timer at 5, on "a"
     assert list(elsewhere.on_timer("a", LocalKeyState(), timers)) == ["A"]
     assert timers.wakes == [SAFETY_MS]
-    state = LocalKeyState()
-    assert list(elsewhere.on_record("a", forget_input(ForgetKey("a")), state, timers)) == []
+    erased = elsewhere.on_record("a", forget_input(ForgetKey("a")), LocalKeyState(), timers)
+    assert list(erased) == []
     assert timers.wakes == [] and timers.ends_cancelled == 1
 
 
