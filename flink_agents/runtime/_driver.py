@@ -429,8 +429,10 @@ class KeyDriver:
         (queued behind the key's run in progress, if it has one), resume its parked run if
         its call is done, retry its failed action if the backoff is over, or poll again
         later."""
-        self.parked.timer_fired(key, timers)
         control = self._control(key, state)
+        # A key that holds nothing (erased after this timer was set, as one restored from a
+        # checkpoint may have been) is not given a shared poll's timer.
+        self.parked.timer_fired(key, timers, arm=control.sequence != 0 or not control.idle)
         if control.cleanup_ms is not None and timers.now_ms() >= control.cleanup_ms:
             self._check_expiry(key, control, state, timers)
         if (control.scheduled or control.waiting) and not (self.input_ended or control.forgets):

@@ -292,14 +292,17 @@ class ParkedRuns:
         timers.wake_at(due_ms)
         return True
 
-    def timer_fired(self, key: Any, timers: Timers) -> None:
+    def timer_fired(self, key: Any, timers: Timers, arm: bool = True) -> None:
         """A timer of ``key`` fired (the driver's ``on_timer``): serve the shared polls due
         (with ``resume_elsewhere``), and forget the key's timers that have fired: those
         due by now, else (a clock that disagrees, or a runner that calls ``on_timer``
         unasked) the next one, unless what fired was a shared timer registered on the
-        key."""
+        key. ``arm``: whether the next shared timer may be registered on ``key`` (not on a
+        key that holds nothing: a timer would hold it in Flink state; the next check then
+        waits for another key's timer, each parked run's own at ``SAFETY_POLL_MS`` the
+        latest)."""
         now_ms = timers.now_ms()
-        shared = self.ready is not None and self._serve_shared_polls(key, now_ms, timers)
+        shared = self.ready is not None and self._serve_shared_polls(key, now_ms, timers, arm)
         due = self._due.get(key)
         if due is None:
             return
@@ -470,11 +473,11 @@ class ParkedRuns:
         self._armed_on[due_ms] = key
         timers.wake_at(due_ms)
 
-    def _serve_shared_polls(self, key: Any, now_ms: int, timers: Timers) -> bool:
+    def _serve_shared_polls(self, key: Any, now_ms: int, timers: Timers, arm: bool) -> bool:
         """A timer of ``key`` fired: forget the shared timers due by now, check every run
         whose check is due (one whose call is done is in ``ready``, for the runner; one
-        still running gets its next check) and arm the shared timer of the next. Whether a
-        shared timer registered on ``key`` was due."""
+        still running gets its next check) and arm the shared timer of the next on ``key``
+        (if ``arm``). Whether a shared timer registered on ``key`` was due."""
         armed, armed_on = self._armed, self._armed_on
         # A shared timer due within the grid step counts as fired: were the clocks to
         # disagree, the next check must not wait on a timer that is gone.
@@ -494,7 +497,8 @@ class ParkedRuns:
             if parked.suspension.future.done():
                 continue  # in ``ready``
             self._schedule_shared(poll.key, poll.polling, now_ms)
-        self._arm_shared(key, timers)
+        if arm:
+            self._arm_shared(key, timers)
         return shared
 
     # -- bounds and backpressure ---------------------------------------------------------------

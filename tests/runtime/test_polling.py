@@ -355,3 +355,23 @@ def test_a_forgotten_key_gives_up_the_shared_timer_it_carries(elsewhere):
     assert list(elsewhere.on_timer("b", LocalKeyState(), fired)) == []  # "b" still runs
     assert sorted(fired.wakes) == [SAFETY_MS + 10, 2 * SAFETY_MS]
     assert elsewhere.parked.next_checks() == [(SAFETY_MS + 10, "b")]
+
+
+def test_a_timer_of_a_key_that_holds_nothing_registers_no_shared_poll_on_it(elsewhere):
+    """A timer of an erased key that this process did not know of (one restored from a
+    checkpoint taken before the erasure) fires while another key's run is parked: it
+    serves the shared checks due, but the next shared timer is not registered on the
+    erased key (it would hold the key in Flink state again); the parked run's own timer
+    registers it, on its key."""
+    timers = park_all(elsewhere, "b")["b"]
+    timers.now = timers.wakes.pop(0)  # the shared timer at 5: "b" still runs
+    assert list(elsewhere.on_timer("b", LocalKeyState(), timers)) == []
+    assert sorted(timers.wakes) == [15, SAFETY_MS]
+    stray = RecordingTimers(now=16)
+    assert list(elsewhere.on_timer("a", LocalKeyState(), stray)) == []
+    assert stray.wakes == []
+    [(next_check, _)] = elsewhere.parked.next_checks()
+    timers.wakes.remove(15)  # the shared timer at 15, on "b" (counted as fired at 16)
+    timers.now = 15
+    assert list(elsewhere.on_timer("b", LocalKeyState(), timers)) == []
+    assert -(-next_check // 5) * 5 in timers.wakes  # the next check's timer, on the grid
